@@ -1,0 +1,145 @@
+package jitdump
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Severity tells how bad a Finding is.
+type Severity int
+
+const (
+	// Warning: legal or common in real dumps, but worth knowing.
+	Warning Severity = iota
+	// Error: breaks the spec; tools will misread the dump.
+	Error
+)
+
+func (s Severity) String() string {
+	if s == Error {
+		return "error"
+	}
+	return "warning"
+}
+
+// Finding kinds, stable names for grouping and filtering.
+const (
+	KindReservedFlags  = "reserved-flags"
+	KindVersion        = "version"
+	KindInvalidRecord  = "invalid-record" // fields do not fit the record
+	KindCorrupt        = "corrupt"        // reading cannot go on
+	KindTruncated      = "truncated"
+	KindUnknownRecord  = "unknown-record"
+	KindDuplicateIndex = "duplicate-index"
+	KindMoveUnknown    = "move-unknown-index"
+	KindMoveSize       = "move-size"
+	KindTimeBackwards  = "time-backwards"
+	KindDebugOutside   = "debug-outside-code"
+)
+
+// Finding is one violation found by Check.
+type Finding struct {
+	Offset   int64
+	Severity Severity
+	Kind     string
+	Msg      string
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("offset %#x: %s: %s: %s", f.Offset, f.Severity, f.Kind, f.Msg)
+}
+
+// Check reads r to its end and returns what breaks the spec, in file order.
+// The error is only for input that could not be read at all.
+func Check(r *Reader) ([]Finding, error) {
+	c := checker{loaded: make(map[uint64]uint64)}
+	h := r.Header()
+	if extra := h.Flags &^ KnownFlags; extra != 0 {
+		c.add(32, Error, KindReservedFlags, "reserved header flag bits %#x are set", extra)
+	}
+	if h.Version != 1 && h.Version != 2 {
+		c.add(4, Warning, KindVersion, "header version %d (known: 1, 2)", h.Version)
+	}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			var fe *FormatError
+			switch {
+			case err == io.EOF:
+			case errors.Is(err, ErrTruncated):
+				c.add(r.Offset(), Warning, KindTruncated, "the last record is cut short (the runtime may still be writing): %v", err)
+			case errors.As(err, &fe):
+				c.add(fe.Off, Error, KindCorrupt, "%s; the rest of the file is not read", fe.Msg)
+			default:
+				return c.findings, err
+			}
+			return c.findings, nil
+		}
+		c.record(rec)
+	}
+}
+
+type checker struct {
+	findings  []Finding
+	loaded    map[uint64]uint64 // code index -> code size
+	lastTime  uint64
+	pending   *DebugInfo // waits for the CODE_LOAD it describes
+	pendingAt int64
+}
+
+func (c *checker) add(off int64, s Severity, kind, format string, args ...any) {
+	c.findings = append(c.findings, Finding{Offset: off, Severity: s, Kind: kind, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) record(rec Record) {
+	h := rec.Header()
+	if h.Timestamp < c.lastTime {
+		c.add(h.Offset, Warning, KindTimeBackwards, "%s timestamp %d is earlier than the previous record's %d", h.Type, h.Timestamp, c.lastTime)
+	}
+	c.lastTime = max(c.lastTime, h.Timestamp)
+
+	switch r := rec.(type) {
+	case *Invalid:
+		c.add(h.Offset, Error, KindInvalidRecord, "%s", r.Err.Msg)
+	case *Unknown:
+		c.add(h.Offset, Warning, KindUnknownRecord, "record id %d (%d bytes) is not in the spec; readers skip it", uint32(h.Type), h.Size)
+	case *DebugInfo:
+		c.pending = r
+	case *CodeLoad:
+		if _, dup := c.loaded[r.CodeIndex]; dup {
+			c.add(h.Offset, Error, KindDuplicateIndex, "code_index %d of %q was already loaded", r.CodeIndex, r.Name)
+		}
+		c.loaded[r.CodeIndex] = r.CodeSize
+		if c.pending != nil {
+			c.debugOutside(c.pending, r)
+			c.pending = nil
+		}
+	case *CodeMove:
+		size, ok := c.loaded[r.CodeIndex]
+		switch {
+		case !ok:
+			c.add(h.Offset, Error, KindMoveUnknown, "CODE_MOVE of code_index %d, which no earlier CODE_LOAD has", r.CodeIndex)
+		case size != r.CodeSize:
+			c.add(h.Offset, Error, KindMoveSize, "CODE_MOVE of code_index %d gives code_size %d, but it was loaded with %d", r.CodeIndex, r.CodeSize, size)
+		}
+	}
+}
+
+// debugOutside reports the entries of d that fall outside the code of the
+// load they precede.
+func (c *checker) debugOutside(d *DebugInfo, load *CodeLoad) {
+	lo, hi := load.CodeAddr, load.CodeAddr+load.CodeSize
+	outside, first := 0, uint64(0)
+	for e := range d.Entries() {
+		if e.Addr < lo || e.Addr > hi {
+			if outside == 0 {
+				first = e.Addr
+			}
+			outside++
+		}
+	}
+	if outside > 0 {
+		c.add(d.Offset, Warning, KindDebugOutside, "%d of %d entries lie outside the code of %q [%#x, %#x), the first at %#x", outside, d.NumEntries, load.Name, lo, hi, first)
+	}
+}

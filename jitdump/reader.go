@@ -1,0 +1,359 @@
+package jitdump
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math/bits"
+	"unsafe"
+)
+
+// Reader streams the records of one jitdump file.
+//
+// A Reader made by NewBytesReader (or Open) decodes in place: names, code and
+// unwinding data alias the input, which must stay unchanged while they are in
+// use. A Reader made by NewReader gives each record bytes of its own.
+//
+// Every length in the input is checked against the record's total_size and
+// against the bytes present before anything is read or allocated, so no input
+// makes a Reader allocate more than the input's size or panic.
+type Reader struct {
+	hdr  Header
+	name string
+
+	data []byte        // the whole input, in bytes mode
+	src  *bufio.Reader // the input, in stream mode
+	off  int64         // of the next record
+	err  error         // sticky: the condition that ended reading
+}
+
+// NewReader reads the header from r and returns a Reader for the records
+// that follow.
+func NewReader(r io.Reader) (*Reader, error) {
+	rd := &Reader{src: bufio.NewReaderSize(r, 256<<10)}
+	var b [HeaderSize]byte
+	n, err := io.ReadFull(rd.src, b[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && err != io.EOF {
+		return nil, err
+	}
+	if err := rd.parseHeader(b[:n]); err != nil {
+		return nil, err
+	}
+	extra := int64(rd.hdr.Size) - HeaderSize
+	if skipped, err := io.CopyN(io.Discard, rd.src, extra); err != nil {
+		if err == io.EOF {
+			return nil, &TruncatedError{Off: 0, Want: uint64(rd.hdr.Size), Have: HeaderSize + skipped}
+		}
+		return nil, err
+	}
+	rd.off = int64(rd.hdr.Size)
+	return rd, nil
+}
+
+// NewBytesReader returns a Reader over a dump held in memory, decoding it in
+// place without copying.
+func NewBytesReader(data []byte) (*Reader, error) {
+	rd := &Reader{data: data}
+	if err := rd.parseHeader(data[:min(len(data), HeaderSize)]); err != nil {
+		return nil, err
+	}
+	if uint64(len(data)) < uint64(rd.hdr.Size) {
+		return nil, &TruncatedError{Want: uint64(rd.hdr.Size), Have: int64(len(data))}
+	}
+	rd.off = int64(rd.hdr.Size)
+	return rd, nil
+}
+
+// SetName names the input in the errors the Reader returns from now on.
+func (r *Reader) SetName(name string) { r.name = name }
+
+// Header returns the file header.
+func (r *Reader) Header() Header { return r.hdr }
+
+// Offset returns the offset of the next record.
+func (r *Reader) Offset() int64 { return r.off }
+
+func (r *Reader) parseHeader(b []byte) error {
+	if len(b) >= 4 {
+		switch binary.LittleEndian.Uint32(b) {
+		case Magic:
+			r.hdr.ByteOrder = binary.LittleEndian
+		case bits.ReverseBytes32(Magic):
+			r.hdr.ByteOrder = binary.BigEndian
+		default:
+			return &FormatError{Off: 0, Msg: fmt.Sprintf("not a jitdump file: magic %#08x", binary.LittleEndian.Uint32(b))}
+		}
+	}
+	if len(b) < HeaderSize {
+		return &TruncatedError{Off: 0, Want: HeaderSize, Have: int64(len(b))}
+	}
+	o := r.hdr.ByteOrder
+	r.hdr.Version = o.Uint32(b[4:])
+	r.hdr.Size = o.Uint32(b[8:])
+	r.hdr.ElfMach = o.Uint32(b[12:])
+	r.hdr.Pad1 = o.Uint32(b[16:])
+	r.hdr.Pid = o.Uint32(b[20:])
+	r.hdr.Timestamp = o.Uint64(b[24:])
+	r.hdr.Flags = o.Uint64(b[32:])
+	if r.hdr.Size < HeaderSize {
+		return &FormatError{Off: 8, Msg: fmt.Sprintf("header total_size %d is smaller than the %d-byte header", r.hdr.Size, HeaderSize)}
+	}
+	return nil
+}
+
+// Next returns the next record. At the end of a complete file it returns
+// io.EOF; when the file stops inside a record, an error matching
+// ErrTruncated; when a record's size cannot be right, a *FormatError. After
+// any of these it keeps returning the same error. A record whose fields do
+// not fit is returned as *Invalid and reading goes on.
+func (r *Reader) Next() (Record, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	off := r.off
+	b, err := r.nextBytes()
+	if err != nil {
+		r.err = r.named(err)
+		return nil, r.err
+	}
+	return r.decode(off, b), nil
+}
+
+// nextBytes returns the next whole record, header included, and advances.
+func (r *Reader) nextBytes() ([]byte, error) {
+	var head []byte
+	if r.src == nil {
+		head = r.data[r.off:]
+		if len(head) == 0 {
+			return nil, io.EOF
+		}
+	} else {
+		var err error
+		if head, err = r.src.Peek(RecordHeaderSize); len(head) == 0 {
+			if err == nil || err == io.EOF {
+				return nil, io.EOF
+			}
+			return nil, err
+		}
+	}
+	if len(head) < RecordHeaderSize {
+		return nil, &TruncatedError{Off: r.off, Want: RecordHeaderSize, Have: int64(len(head))}
+	}
+	o := r.hdr.ByteOrder
+	size := o.Uint32(head[4:])
+	if size < RecordHeaderSize {
+		return nil, &FormatError{Off: r.off, Msg: fmt.Sprintf("record total_size %d is smaller than the record header", size)}
+	}
+
+	var b []byte
+	if r.src == nil {
+		if uint64(size) > uint64(len(head)) {
+			return nil, r.cutShort(head)
+		}
+		b = head[:size:size]
+	} else {
+		var err error
+		if b, err = readRecord(r.src, int(size)); err != nil {
+			if err == io.ErrUnexpectedEOF || err == io.EOF {
+				return nil, r.cutShort(b)
+			}
+			return nil, err
+		}
+	}
+	r.off += int64(size)
+	return b, nil
+}
+
+// readRecord reads n bytes into a buffer of their own. Beyond a size any real
+// record has, it grows the buffer with the data actually read, so a corrupt
+// total_size cannot make it allocate more than the input holds.
+func readRecord(src io.Reader, n int) ([]byte, error) {
+	const eager = 1 << 20
+	if n <= eager {
+		b := make([]byte, n)
+		got, err := io.ReadFull(src, b)
+		return b[:got], err
+	}
+	var buf bytes.Buffer
+	got, err := buf.ReadFrom(io.LimitReader(src, int64(n)))
+	if err == nil && got < int64(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), err
+}
+
+// cutShort decides what a record running past the end of the input means:
+// the runtime's last, unfinished write (truncation), or a corrupt size in a
+// record whose own fields say it must be shorter (corruption).
+func (r *Reader) cutShort(present []byte) error {
+	o := r.hdr.ByteOrder
+	size := uint64(o.Uint32(present[4:]))
+	want := expectedSize(RecordType(o.Uint32(present)), present, o)
+	if want != 0 && (size < want || size >= want+8) {
+		return &FormatError{Off: r.off, Msg: fmt.Sprintf("record total_size %d runs past the end of the file, but its fields need %d bytes", size, want)}
+	}
+	return &TruncatedError{Off: r.off, Want: size, Have: int64(len(present))}
+}
+
+// expectedSize is the size a record's fields imply, before padding to 8
+// bytes, when the present bytes tell it; else 0.
+func expectedSize(t RecordType, b []byte, o binary.ByteOrder) uint64 {
+	switch t {
+	case TypeCodeMove:
+		return codeMoveSize
+	case TypeCodeClose:
+		return RecordHeaderSize
+	case TypeCodeLoad:
+		if len(b) < codeLoadFixed {
+			return 0
+		}
+		nul := bytes.IndexByte(b[codeLoadFixed:], 0)
+		if nul < 0 {
+			return 0
+		}
+		return sat(uint64(codeLoadFixed+nul+1), o.Uint64(b[40:]))
+	case TypeUnwindingInfo:
+		if len(b) < unwindingFixed {
+			return 0
+		}
+		return sat(unwindingFixed, o.Uint64(b[16:]))
+	}
+	return 0
+}
+
+func sat(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return ^uint64(0) - 8
+	}
+	return s
+}
+
+func (r *Reader) named(err error) error {
+	switch e := err.(type) {
+	case *FormatError:
+		e.File = r.name
+	case *TruncatedError:
+		e.File = r.name
+	}
+	return err
+}
+
+// decode turns a whole record into its typed form. b holds exactly the
+// record's total_size bytes.
+func (r *Reader) decode(off int64, b []byte) Record {
+	o := r.hdr.ByteOrder
+	h := RecordHeader{Offset: off, Type: RecordType(o.Uint32(b)), Size: uint32(len(b)), Timestamp: o.Uint64(b[8:])}
+	invalid := func(format string, args ...any) Record {
+		return &Invalid{RecordHeader: h, Body: b[RecordHeaderSize:], Err: &FormatError{File: r.name, Off: off, Msg: h.Type.String() + ": " + fmt.Sprintf(format, args...)}}
+	}
+	needs := func(n int) Record {
+		return invalid("total_size %d cannot hold its %d bytes of fixed fields", len(b), n)
+	}
+
+	switch h.Type {
+	case TypeCodeLoad:
+		if len(b) < codeLoadFixed {
+			return needs(codeLoadFixed)
+		}
+		rec := &CodeLoad{RecordHeader: h,
+			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
+			VMA: o.Uint64(b[24:]), CodeAddr: o.Uint64(b[32:]), CodeSize: o.Uint64(b[40:]), CodeIndex: o.Uint64(b[48:]),
+		}
+		rest := b[codeLoadFixed:]
+		nul := bytes.IndexByte(rest, 0)
+		if nul < 0 {
+			return invalid("name has no terminating NUL within the record")
+		}
+		rec.Name = aliasString(rest[:nul])
+		rest = rest[nul+1:]
+		if rec.CodeSize > uint64(len(rest)) {
+			return invalid("code_size %d exceeds the %d bytes left in the record", rec.CodeSize, len(rest))
+		}
+		rec.Code = rest[:rec.CodeSize:rec.CodeSize]
+		return rec
+
+	case TypeCodeMove:
+		if len(b) < codeMoveSize {
+			return needs(codeMoveSize)
+		}
+		return &CodeMove{RecordHeader: h,
+			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
+			VMA: o.Uint64(b[24:]), OldCodeAddr: o.Uint64(b[32:]), NewCodeAddr: o.Uint64(b[40:]),
+			CodeSize: o.Uint64(b[48:]), CodeIndex: o.Uint64(b[56:]),
+		}
+
+	case TypeDebugInfo:
+		if len(b) < debugInfoFixed {
+			return needs(debugInfoFixed)
+		}
+		rec := &DebugInfo{RecordHeader: h, CodeAddr: o.Uint64(b[16:]), NumEntries: o.Uint64(b[24:]), order: o}
+		entries := b[debugInfoFixed:]
+		// Each entry takes at least its fixed part and a NUL.
+		if rec.NumEntries > uint64(len(entries)/(debugEntryFixed+1)) {
+			return invalid("nr_entry %d cannot fit in %d bytes", rec.NumEntries, len(entries))
+		}
+		end := 0
+		for i := uint64(0); i < rec.NumEntries; i++ {
+			if len(entries)-end < debugEntryFixed+1 {
+				return invalid("entry %d of %d at offset %#x overflows the record", i, rec.NumEntries, off+int64(debugInfoFixed+end))
+			}
+			nul := bytes.IndexByte(entries[end+debugEntryFixed:], 0)
+			if nul < 0 {
+				return invalid("entry %d of %d at offset %#x: file name has no terminating NUL within the record", i, rec.NumEntries, off+int64(debugInfoFixed+end))
+			}
+			end += debugEntryFixed + nul + 1
+		}
+		rec.entries = entries[:end:end]
+		return rec
+
+	case TypeCodeClose:
+		return &CodeClose{RecordHeader: h}
+
+	case TypeUnwindingInfo:
+		if len(b) < unwindingFixed {
+			return needs(unwindingFixed)
+		}
+		size, hdrSize, mapped := o.Uint64(b[16:]), o.Uint64(b[24:]), o.Uint64(b[32:])
+		data := b[unwindingFixed:]
+		if size > uint64(len(data)) {
+			return invalid("unwind_data_size %d exceeds the %d bytes left in the record", size, len(data))
+		}
+		if hdrSize > size {
+			return invalid("eh_frame_hdr_size %d exceeds unwind_data_size %d", hdrSize, size)
+		}
+		split := size - hdrSize
+		return &UnwindingInfo{RecordHeader: h, MappedSize: mapped,
+			EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
+	}
+	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}
+}
+
+// aliasString returns b as a string without copying; the Reader's contract
+// (input unchanged while records are in use) makes that safe.
+func aliasString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// Entries returns the record's entries in file order. The reader has checked
+// that all of them fit.
+func (d *DebugInfo) Entries() iter.Seq[DebugEntry] {
+	return func(yield func(DebugEntry) bool) {
+		b, o := d.entries, d.order
+		for len(b) > 0 {
+			nul := bytes.IndexByte(b[debugEntryFixed:], 0)
+			e := DebugEntry{Addr: o.Uint64(b), Line: o.Uint32(b[8:]), Discrim: o.Uint32(b[12:]), File: aliasString(b[debugEntryFixed : debugEntryFixed+nul])}
+			if !yield(e) {
+				return
+			}
+			b = b[debugEntryFixed+nul+1:]
+		}
+	}
+}
