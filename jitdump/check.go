@@ -81,11 +81,10 @@ func Check(r *Reader) ([]Finding, error) {
 }
 
 type checker struct {
-	findings  []Finding
-	loaded    map[uint64]uint64 // code index -> code size
-	lastTime  uint64
-	pending   *DebugInfo // waits for the CODE_LOAD it describes
-	pendingAt int64
+	findings []Finding
+	loaded   map[uint64]uint64 // code index -> code size
+	lastTime uint64
+	pending  *DebugInfo // waits for the CODE_LOAD it describes
 }
 
 func (c *checker) add(off int64, s Severity, kind, format string, args ...any) {
