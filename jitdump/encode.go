@@ -3,6 +3,7 @@ package jitdump
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"slices"
 )
 
@@ -37,26 +38,27 @@ func AppendRecord(b []byte, o binary.ByteOrder, rec Record) ([]byte, error) {
 	case *CodeMove:
 		return appendCodeMove(b, o, r), nil
 	case *DebugInfo:
-		b, p := beginRecord(b, o, &r.RecordHeader, TypeDebugInfo, debugInfoFixed+len(r.entries))
-		o.PutUint64(p[16:], r.CodeAddr)
-		o.PutUint64(p[24:], r.NumEntries)
-		copy(p[debugInfoFixed:], r.entries)
-		return b, nil
+		return appendDebugInfo(b, o, &r.RecordHeader, r.CodeAddr, r.Entries()), nil
 	case *CodeClose:
 		b, _ = beginRecord(b, o, &r.RecordHeader, TypeCodeClose, RecordHeaderSize)
 		return b, nil
 	case *UnwindingInfo:
 		return appendUnwinding(b, o, r), nil
 	case *Unknown:
-		b, p := beginRecord(b, o, &r.RecordHeader, r.Type, RecordHeaderSize+len(r.Body))
-		copy(p[RecordHeaderSize:], r.Body)
-		return b, nil
+		return appendRaw(b, o, r.RecordHeader, r.Body), nil
 	case *Invalid:
-		b, p := beginRecord(b, o, &r.RecordHeader, r.Type, RecordHeaderSize+len(r.Body))
-		copy(p[RecordHeaderSize:], r.Body)
-		return b, nil
+		return appendRaw(b, o, r.RecordHeader, r.Body), nil
 	}
 	return b, fmt.Errorf("jitdump: cannot encode %T", rec)
+}
+
+// appendRaw writes a record this package cannot interpret exactly as it
+// was, without padding: its length may be its meaning.
+func appendRaw(b []byte, o binary.ByteOrder, h RecordHeader, body []byte) []byte {
+	h.Size = max(h.Size, uint32(RecordHeaderSize+len(body)))
+	b, p := beginRecord(b, o, &h, h.Type, RecordHeaderSize+len(body))
+	copy(p[RecordHeaderSize:], body)
+	return b
 }
 
 func appendCodeLoad(b []byte, o binary.ByteOrder, r *CodeLoad) []byte {
@@ -95,19 +97,19 @@ func appendUnwinding(b []byte, o binary.ByteOrder, r *UnwindingInfo) []byte {
 	return b
 }
 
-// appendDebugInfo encodes a DEBUG_INFO record from entries given as values,
-// the form a JIT has them in.
-func appendDebugInfo(b []byte, o binary.ByteOrder, h *RecordHeader, codeAddr uint64, entries []DebugEntry) []byte {
-	need := debugInfoFixed
-	for i := range entries {
-		need += debugEntryFixed + len(entries[i].File) + 1
+// appendDebugInfo encodes a DEBUG_INFO record entry by entry, so that
+// entries read in one byte order can be written in the other.
+func appendDebugInfo(b []byte, o binary.ByteOrder, h *RecordHeader, codeAddr uint64, entries iter.Seq[DebugEntry]) []byte {
+	need, n := debugInfoFixed, 0
+	for e := range entries {
+		need += debugEntryFixed + len(e.File) + 1
+		n++
 	}
 	b, p := beginRecord(b, o, h, TypeDebugInfo, need)
 	o.PutUint64(p[16:], codeAddr)
-	o.PutUint64(p[24:], uint64(len(entries)))
+	o.PutUint64(p[24:], uint64(n))
 	q := p[debugInfoFixed:]
-	for i := range entries {
-		e := &entries[i]
+	for e := range entries {
 		o.PutUint64(q, e.Addr)
 		o.PutUint32(q[8:], e.Line)
 		o.PutUint32(q[12:], e.Discrim)

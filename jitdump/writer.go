@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -153,7 +154,7 @@ func (w *Writer) Load(fn *Function) (uint64, error) {
 	}
 	h := RecordHeader{Timestamp: now}
 	if len(fn.Lines) > 0 {
-		w.buf = appendDebugInfo(w.buf, w.order, &h, fn.Addr, fn.Lines)
+		w.buf = appendDebugInfo(w.buf, w.order, &h, fn.Addr, slices.Values(fn.Lines))
 	}
 	if fn.Unwind != nil {
 		u := *fn.Unwind
