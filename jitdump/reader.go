@@ -172,7 +172,7 @@ func (r *Reader) nextBytes() ([]byte, error) {
 // record has, it grows the buffer with the data actually read, so a corrupt
 // total_size cannot make it allocate more than the input holds.
 func readRecord(src io.Reader, n int) ([]byte, error) {
-	const eager = 1 << 20
+	const eager = 64 << 10
 	if n <= eager {
 		b := make([]byte, n)
 		got, err := io.ReadFull(src, b)

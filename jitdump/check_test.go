@@ -1,0 +1,130 @@
+package jitdump_test
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/jitprof/jitprof/jitdump"
+)
+
+func load(t uint64, index, addr uint64, code int) *jitdump.CodeLoad {
+	return &jitdump.CodeLoad{RecordHeader: jitdump.RecordHeader{Timestamp: t}, Pid: 1, Tid: 1, VMA: addr, CodeAddr: addr,
+		CodeSize: uint64(code), CodeIndex: index, Name: "f", Code: make([]byte, code)}
+}
+
+func move(t uint64, index, size uint64) *jitdump.CodeMove {
+	return &jitdump.CodeMove{RecordHeader: jitdump.RecordHeader{Timestamp: t}, CodeIndex: index, OldCodeAddr: 0x1000, NewCodeAddr: 0x9000, VMA: 0x9000, CodeSize: size}
+}
+
+func debugFor(t testing.TB, addr uint64, lineAddrs ...uint64) jitdump.Record {
+	var lines []jitdump.DebugEntry
+	for i, a := range lineAddrs {
+		lines = append(lines, jitdump.DebugEntry{Addr: a, Line: uint32(i + 1), File: "x.js"})
+	}
+	data := encodeFunction(t, &jitdump.Function{Name: "f", Addr: addr, Code: []byte{0}, Lines: lines})
+	r, err := jitdump.NewBytesReader(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Header().Timestamp = 1
+	return rec
+}
+
+func encodeFunction(t testing.TB, fn *jitdump.Function) []byte {
+	var b strings.Builder
+	w, err := jitdump.NewWriter(&b, jitdump.Header{ByteOrder: binary.LittleEndian})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Load(fn); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	return []byte(b.String())
+}
+
+func TestCheck(t *testing.T) {
+	le := binary.LittleEndian
+	nameless := encode(t, jitdump.Header{ByteOrder: le}, []jitdump.Record{load(1, 1, 0x1000, 4)})
+	nameless = nameless[:len(nameless)-8] // drop the padding, NUL and code: the name runs to the end
+	copy(nameless[40+56:], "abcd")
+	le.PutUint64(nameless[40+40:], 0)
+	le.PutUint32(nameless[40+4:], uint32(len(nameless)-40))
+
+	tests := []struct {
+		name  string
+		hdr   jitdump.Header
+		recs  []jitdump.Record
+		raw   []byte // used instead of hdr and recs when set
+		kinds []string
+		sev   jitdump.Severity
+	}{
+		{name: "clean", recs: []jitdump.Record{debugFor(t, 0x1000, 0x1000, 0x1003), load(2, 1, 0x1000, 4), move(3, 1, 4)}},
+		{name: "move of unknown index", recs: []jitdump.Record{load(1, 1, 0x1000, 4), move(2, 7, 4)}, kinds: []string{jitdump.KindMoveUnknown}, sev: jitdump.Error},
+		{name: "move with another size", recs: []jitdump.Record{load(1, 1, 0x1000, 4), move(2, 1, 8)}, kinds: []string{jitdump.KindMoveSize}, sev: jitdump.Error},
+		{name: "duplicate index", recs: []jitdump.Record{load(1, 1, 0x1000, 4), load(2, 1, 0x2000, 4)}, kinds: []string{jitdump.KindDuplicateIndex}, sev: jitdump.Error},
+		{name: "reserved flags", hdr: jitdump.Header{Flags: 1 << 5}, kinds: []string{jitdump.KindReservedFlags}, sev: jitdump.Error},
+		{name: "arch timestamp flag is fine", hdr: jitdump.Header{Flags: jitdump.FlagArchTimestamp}},
+		{name: "name without NUL", raw: nameless, kinds: []string{jitdump.KindInvalidRecord}, sev: jitdump.Error},
+		{name: "time backwards", recs: []jitdump.Record{load(5, 1, 0x1000, 4), load(4, 2, 0x2000, 4)}, kinds: []string{jitdump.KindTimeBackwards}, sev: jitdump.Warning},
+		{name: "debug outside code", recs: []jitdump.Record{debugFor(t, 0x1000, 0x1000, 0x5000), load(2, 1, 0x1000, 4)}, kinds: []string{jitdump.KindDebugOutside}, sev: jitdump.Warning},
+		{name: "unknown record", recs: []jitdump.Record{&jitdump.Unknown{RecordHeader: jitdump.RecordHeader{Type: 12}}}, kinds: []string{jitdump.KindUnknownRecord}, sev: jitdump.Warning},
+		{name: "unknown version", hdr: jitdump.Header{Version: 9}, kinds: []string{jitdump.KindVersion}, sev: jitdump.Warning},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.raw
+			if data == nil {
+				tc.hdr.ByteOrder = le
+				data = encode(t, tc.hdr, tc.recs)
+			}
+			r, err := jitdump.NewBytesReader(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			findings, err := jitdump.Check(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, f := range findings {
+				kinds = append(kinds, f.Kind)
+				if f.Severity != tc.sev {
+					t.Errorf("%v: severity %v, want %v", f, f.Severity, tc.sev)
+				}
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+				t.Fatalf("findings %v, want kinds %v", findings, tc.kinds)
+			}
+		})
+	}
+}
+
+func TestCheckTruncatedAndCorrupt(t *testing.T) {
+	data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian}, []jitdump.Record{load(1, 1, 0x1000, 100), load(2, 2, 0x2000, 100)})
+	for _, tc := range []struct {
+		name string
+		data []byte
+		kind string
+		sev  jitdump.Severity
+	}{
+		{"cut short", data[:len(data)-10], jitdump.KindTruncated, jitdump.Warning},
+		{"size below header", append(data[:len(data):len(data)], 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), jitdump.KindCorrupt, jitdump.Error},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := jitdump.NewBytesReader(tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			findings, err := jitdump.Check(r)
+			if err != nil || len(findings) != 1 || findings[0].Kind != tc.kind || findings[0].Severity != tc.sev {
+				t.Fatalf("findings %v, err %v; want one %v %s", findings, err, tc.sev, tc.kind)
+			}
+		})
+	}
+}

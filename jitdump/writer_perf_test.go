@@ -1,0 +1,301 @@
+package jitdump_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jitprof/jitprof/jitdump"
+)
+
+// testjitReport is the truth internal/testjit/cmd/testjit prints.
+type testjitReport struct {
+	Dump      string `json:"dump"`
+	Functions map[string]struct {
+		CPUNanos int64 `json:"cpu_ns"`
+	} `json:"functions"`
+	Phases []struct {
+		Name      string `json:"name"`
+		Start     uint64 `json:"start_ns"`
+		End       uint64 `json:"end_ns"`
+		Functions []struct {
+			Name      string `json:"name"`
+			Addr      uint64 `json:"addr"`
+			Size      uint64 `json:"size"`
+			CodeIndex uint64 `json:"code_index"`
+		} `json:"functions"`
+	} `json:"phases"`
+}
+
+// TestPerfJIT profiles a real JIT, internal/testjit, with perf and checks
+// that perf, reading the Writer's dump, names the jitted functions with the
+// shares of CPU time they really had, through a move and an address reuse.
+func TestPerfJIT(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("internal/testjit generates code for amd64 and arm64 only, not %s", runtime.GOARCH)
+	}
+	if testing.Short() {
+		t.Skip("runs perf for several seconds")
+	}
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf (linux-perf / linux-tools) is not on PATH; install it to check the dump against perf")
+	}
+
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "testjit")
+	run(t, "go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit")
+
+	// perf record and inject copy what they see into a build-id cache;
+	// a private one keeps ~/.debug clean.
+	perf := []string{"perf", "--buildid-dir", filepath.Join(tmp, "buildid")}
+	dumpDir := t.TempDir()
+	data, jitData := filepath.Join(tmp, "perf.data"), filepath.Join(tmp, "perf.jit.data")
+	out := run(t, append(perf, "record", "-q", "-k", "mono", "-F", "2000", "-o", data, "--", bin, "-dir", dumpDir, "-duration", "1.5s")...)
+	var truth testjitReport
+	if err := json.Unmarshal(out, &truth); err != nil {
+		t.Fatalf("testjit's report: %v\n%s", err, out)
+	}
+	if len(truth.Phases) != 3 {
+		t.Fatalf("testjit reported %d phases, want initial, moved, reused", len(truth.Phases))
+	}
+	checkDump(t, &truth)
+
+	run(t, append(perf, "inject", "--jit", "-i", data, "-o", jitData)...)
+	report := run(t, append(perf, "report", "-i", jitData, "--stdio", "--sort", "sym", "-g", "none", "--show-nr-samples")...)
+	t.Logf("perf report:\n%s", report)
+	checkShares(t, &truth, report)
+
+	script := run(t, append(perf, "script", "-i", jitData, "--ns", "-F", "time,ip,sym")...)
+	checkPlacements(t, &truth, script)
+}
+
+// run runs a command and returns its standard output; a failure ends the
+// test with its standard error.
+func run(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	t.Logf("%s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out
+}
+
+// checkDump checks that the dump is clean and tells what the program did:
+// every load where the program put it, loop_b's move, and loop_d loaded
+// where loop_b was.
+func checkDump(t *testing.T, truth *testjitReport) {
+	t.Helper()
+	f, err := jitdump.Open(truth.Dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	findings, err := jitdump.Check(f.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range findings {
+		if fd.Severity == jitdump.Error {
+			t.Errorf("Check: %v", fd)
+		} else {
+			t.Logf("Check: %v", fd)
+		}
+	}
+
+	f2, err := jitdump.Open(truth.Dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	var log []string
+	var pending *jitdump.DebugInfo
+	for {
+		rec, err := f2.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r := rec.(type) {
+		case *jitdump.DebugInfo:
+			pending = r
+		case *jitdump.CodeLoad:
+			log = append(log, fmt.Sprintf("load %s #%d at %#x+%d", r.Name, r.CodeIndex, r.CodeAddr, r.CodeSize))
+			if pending == nil || pending.CodeAddr != r.CodeAddr {
+				t.Errorf("CODE_LOAD %s has no DEBUG_INFO before it", r.Name)
+				continue
+			}
+			for e := range pending.Entries() {
+				if e.File != "testjit.src" || e.Addr < r.CodeAddr || e.Addr >= r.CodeAddr+r.CodeSize {
+					t.Errorf("DEBUG_INFO of %s: entry %+v is not in testjit.src within [%#x, %#x)", r.Name, e, r.CodeAddr, r.CodeAddr+r.CodeSize)
+				}
+			}
+			pending = nil
+		case *jitdump.CodeMove:
+			log = append(log, fmt.Sprintf("move #%d from %#x to %#x+%d", r.CodeIndex, r.OldCodeAddr, r.NewCodeAddr, r.CodeSize))
+		case *jitdump.CodeClose:
+			log = append(log, "close")
+		}
+	}
+
+	// What the records must be, from where the program says the functions
+	// ran: the first phase's loads, then what changed in each later phase.
+	type place struct{ index, addr, size uint64 }
+	var want []string
+	at := map[string]place{}
+	names := map[uint64]map[string]bool{} // address -> the functions it held
+	for _, ph := range truth.Phases {
+		for _, fn := range ph.Functions {
+			p := place{fn.CodeIndex, fn.Addr, fn.Size}
+			switch old, ok := at[fn.Name]; {
+			case !ok:
+				want = append(want, fmt.Sprintf("load %s #%d at %#x+%d", fn.Name, p.index, p.addr, p.size))
+			case old != p:
+				want = append(want, fmt.Sprintf("move #%d from %#x to %#x+%d", p.index, old.addr, p.addr, p.size))
+			}
+			at[fn.Name] = p
+			if names[fn.Addr] == nil {
+				names[fn.Addr] = map[string]bool{}
+			}
+			names[fn.Addr][fn.Name] = true
+		}
+	}
+	want = append(want, "close")
+	got, w := strings.Join(log, "\n"), strings.Join(want, "\n")
+	if got != w {
+		t.Errorf("dump records:\n%s\nwant:\n%s", got, w)
+	}
+	// The point of the program: a move, and a load at a moved function's
+	// old address under another name.
+	if !strings.Contains(w, "move") {
+		t.Error("testjit moved no function")
+	}
+	reused := false
+	for _, ns := range names {
+		reused = reused || len(ns) > 1
+	}
+	if !reused {
+		t.Error("testjit reused no function's address")
+	}
+}
+
+// checkShares compares each function's share of the samples in jitted code
+// with its share of the CPU time the program measured.
+//
+// The bound: the samples are a binomial draw, so a share p of N samples
+// varies by sqrt(p(1-p)/N); four of those cover chance (about 1 in 16,000
+// per function). On top, 2 percentage points allow for what is not chance:
+// the thread's CPU clock also counts the few instructions of Go between
+// calls, and a sample may land on either side of a function switch. With the
+// ~1,500 samples a 1.5 s run gives, that is about 7 points for loop_a and
+// loop_b; far less than a misattribution (a lost move or reuse shifts 7 to
+// 13 points between names; no line table parsed shifts all of them).
+func checkShares(t *testing.T, truth *testjitReport, report []byte) {
+	t.Helper()
+	samples := map[string]int{}
+	jitTotal := 0
+	for line := range strings.Lines(string(report)) {
+		// "    36.55%           618  [.] jit:loop_a"
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasSuffix(f[0], "%") || f[2] != "[.]" {
+			continue
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			t.Fatalf("perf report line %q: %v", line, err)
+		}
+		name := strings.Join(f[3:], " ")
+		samples[name] += n
+		if _, ok := truth.Functions[name]; ok {
+			jitTotal += n
+		}
+	}
+	if jitTotal < 300 {
+		t.Fatalf("only %d samples in jitted code; perf does not see it (or the machine is too busy to judge shares)", jitTotal)
+	}
+	var cpuTotal int64
+	for _, w := range truth.Functions {
+		cpuTotal += w.CPUNanos
+	}
+	for name, w := range truth.Functions {
+		want := float64(w.CPUNanos) / float64(cpuTotal)
+		got := float64(samples[name]) / float64(jitTotal)
+		bound := 0.02 + 4*math.Sqrt(want*(1-want)/float64(jitTotal))
+		t.Logf("%-12s %5d samples: %5.1f%% of jitted samples, truth %5.1f%% (bound ±%.1f)", name, samples[name], 100*got, 100*want, 100*bound)
+		if samples[name] == 0 {
+			t.Errorf("perf report has no samples for %s", name)
+		} else if math.Abs(got-want) > bound {
+			t.Errorf("%s has %.1f%% of the jitted samples, but %.1f%% of the CPU time", name, 100*got, 100*want)
+		}
+	}
+}
+
+// checkPlacements checks each sample perf script lists in the program's code
+// against where the program says which function was during that phase: the
+// move and the reuse must be followed exactly.
+func checkPlacements(t *testing.T, truth *testjitReport, script []byte) {
+	t.Helper()
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for _, ph := range truth.Phases {
+		for _, fn := range ph.Functions {
+			lo, hi = min(lo, fn.Addr), max(hi, fn.Addr+fn.Size)
+		}
+	}
+	checked, wrong := 0, 0
+	for line := range strings.Lines(string(script)) {
+		// "  380.197061550:      7f438ce0000b jit:loop_a"
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		secs, nanos, ok := strings.Cut(strings.TrimSuffix(f[0], ":"), ".")
+		s, err1 := strconv.ParseUint(secs, 10, 64)
+		ns, err2 := strconv.ParseUint(nanos, 10, 64)
+		ip, err3 := strconv.ParseUint(f[1], 16, 64)
+		if !ok || err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("perf script line %q: want time, ip, symbol", line)
+		}
+		if ip < lo || ip >= hi {
+			continue
+		}
+		when, sym := s*1e9+ns, strings.Join(f[2:], " ")
+		want := "no function"
+		for _, ph := range truth.Phases {
+			if when < ph.Start || when > ph.End {
+				continue
+			}
+			for _, fn := range ph.Functions {
+				if ip >= fn.Addr && ip < fn.Addr+fn.Size {
+					want = fn.Name
+				}
+			}
+		}
+		checked++
+		if sym != want {
+			wrong++
+			if wrong <= 5 {
+				t.Errorf("sample at %d.%09d, ip %#x: perf says %s, the program ran %s there", s, ns, ip, sym, want)
+			}
+		}
+	}
+	t.Logf("%d samples in jitted code checked against the phases, %d wrong", checked, wrong)
+	if checked == 0 {
+		t.Error("perf script lists no samples in the jitted code")
+	}
+}
