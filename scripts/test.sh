@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every test of jitprof on a Debian 12 machine, first installing what the
+# tests need: the real runtimes whose dumps they read and the real perf they
+# compare with. Run as root, or as a user who may sudo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian package for each command the tests run.
+declare -A package_of=(
+	[perf]=linux-perf
+	[node]=nodejs
+	[erl]=erlang-base
+	[php8.2]=php8.2-cli
+	[lli-14]=llvm-14
+	[llvm-dwarfdump-14]=llvm-14
+	[clang-14]=clang-14
+	[javac]=default-jdk-headless
+	[readelf]=binutils
+	[gcc]=gcc
+)
+missing=()
+for cmd in "${!package_of[@]}"; do
+	command -v "$cmd" >/dev/null || missing+=("${package_of[$cmd]}")
+done
+dpkg -s php8.2-opcache >/dev/null 2>&1 || missing+=(php8.2-opcache)
+if ((${#missing[@]})); then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	echo "installing: ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+go mod download
+go vet ./...
+go test -count=1 ./...
+
+# A short fuzzing run of every fuzz target, beyond the seed corpus the
+# ordinary run already replays.
+fuzztime=${FUZZTIME:-10s}
+for pkg in $(go list ./...); do
+	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+		echo "fuzzing $pkg $target for $fuzztime"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/dev/null
+	done
+done
+echo "fuzzing: no failures"
