@@ -29,6 +29,27 @@ type Reader struct {
 	src  *bufio.Reader // the input, in stream mode
 	off  int64         // of the next record
 	err  error         // sticky: the condition that ended reading
+
+	loads   slab[CodeLoad]
+	debugs  slab[DebugInfo]
+	unwinds slab[UnwindingInfo]
+}
+
+// slab hands out records from arrays of slabSize, one allocation for many
+// records instead of one each: at a few hundred bytes a record, allocation
+// otherwise dominates reading. A record handed out stays valid as long as it
+// is referenced, like any other.
+type slab[T any] struct{ free []T }
+
+const slabSize = 64
+
+func (s *slab[T]) new() *T {
+	if len(s.free) == 0 {
+		s.free = make([]T, slabSize)
+	}
+	p := &s.free[0]
+	s.free = s.free[1:]
+	return p
 }
 
 // NewReader reads the header from r and returns a Reader for the records
@@ -260,7 +281,8 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		if len(b) < codeLoadFixed {
 			return needs(codeLoadFixed)
 		}
-		rec := &CodeLoad{RecordHeader: h,
+		rec := r.loads.new()
+		*rec = CodeLoad{RecordHeader: h,
 			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
 			VMA: o.Uint64(b[24:]), CodeAddr: o.Uint64(b[32:]), CodeSize: o.Uint64(b[40:]), CodeIndex: o.Uint64(b[48:]),
 		}
@@ -291,7 +313,8 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		if len(b) < debugInfoFixed {
 			return needs(debugInfoFixed)
 		}
-		rec := &DebugInfo{RecordHeader: h, CodeAddr: o.Uint64(b[16:]), NumEntries: o.Uint64(b[24:]), order: o}
+		rec := r.debugs.new()
+		*rec = DebugInfo{RecordHeader: h, CodeAddr: o.Uint64(b[16:]), NumEntries: o.Uint64(b[24:]), order: o}
 		entries := b[debugInfoFixed:]
 		// Each entry takes at least its fixed part and a NUL.
 		if rec.NumEntries > uint64(len(entries)/(debugEntryFixed+1)) {
@@ -327,8 +350,9 @@ func (r *Reader) decode(off int64, b []byte) Record {
 			return invalid("eh_frame_hdr_size %d exceeds unwind_data_size %d", hdrSize, size)
 		}
 		split := size - hdrSize
-		return &UnwindingInfo{RecordHeader: h, MappedSize: mapped,
-			EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
+		rec := r.unwinds.new()
+		*rec = UnwindingInfo{RecordHeader: h, MappedSize: mapped, EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
+		return rec
 	}
 	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}
 }
