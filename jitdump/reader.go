@@ -22,6 +22,11 @@ import (
 // against the bytes present before anything is read or allocated, so no input
 // makes a Reader allocate more than the input's size or panic.
 type Reader struct {
+	// ReuseRecord lets Next return the record it returned before, overwritten,
+	// when the type is the same: no allocation per record, for a pass that
+	// does not keep records (as encoding/csv's field of the same name).
+	ReuseRecord bool
+
 	hdr  Header
 	name string
 
@@ -43,12 +48,14 @@ type slab[T any] struct{ free []T }
 
 const slabSize = 64
 
-func (s *slab[T]) new() *T {
+func (s *slab[T]) new(reuse bool) *T {
 	if len(s.free) == 0 {
 		s.free = make([]T, slabSize)
 	}
 	p := &s.free[0]
-	s.free = s.free[1:]
+	if !reuse {
+		s.free = s.free[1:]
+	}
 	return p
 }
 
@@ -281,7 +288,7 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		if len(b) < codeLoadFixed {
 			return needs(codeLoadFixed)
 		}
-		rec := r.loads.new()
+		rec := r.loads.new(r.ReuseRecord)
 		*rec = CodeLoad{RecordHeader: h,
 			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
 			VMA: o.Uint64(b[24:]), CodeAddr: o.Uint64(b[32:]), CodeSize: o.Uint64(b[40:]), CodeIndex: o.Uint64(b[48:]),
@@ -313,7 +320,7 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		if len(b) < debugInfoFixed {
 			return needs(debugInfoFixed)
 		}
-		rec := r.debugs.new()
+		rec := r.debugs.new(r.ReuseRecord)
 		*rec = DebugInfo{RecordHeader: h, CodeAddr: o.Uint64(b[16:]), NumEntries: o.Uint64(b[24:]), order: o}
 		entries := b[debugInfoFixed:]
 		// Each entry takes at least its fixed part and a NUL.
@@ -350,7 +357,7 @@ func (r *Reader) decode(off int64, b []byte) Record {
 			return invalid("eh_frame_hdr_size %d exceeds unwind_data_size %d", hdrSize, size)
 		}
 		split := size - hdrSize
-		rec := r.unwinds.new()
+		rec := r.unwinds.new(r.ReuseRecord)
 		*rec = UnwindingInfo{RecordHeader: h, MappedSize: mapped, EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
 		return rec
 	}

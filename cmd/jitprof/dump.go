@@ -53,6 +53,7 @@ func runDump(stdout io.Writer, path string, opts dumpOptions) error {
 		return &exitError{code: 2, err: err}
 	}
 	defer f.Close()
+	f.ReuseRecord = true // neither pass keeps records
 	out := bufio.NewWriterSize(stdout, 256<<10)
 	defer out.Flush()
 
