@@ -113,7 +113,7 @@ func independentStats(data []byte) map[string]any {
 	return map[string]any{
 		"byte_order": order, "version": float64(o.Uint32(data[4:])), "header_size": float64(o.Uint32(data[8:])),
 		"elf_mach": float64(o.Uint32(data[12:])), "pid": float64(o.Uint32(data[20:])), "flags": float64(o.Uint64(data[32:])),
-		"records": map[string]any{"code_load": counts[0], "code_move": counts[1], "debug_info": counts[2], "close": counts[3], "unwinding_info": counts[4]},
+		"records":    map[string]any{"code_load": counts[0], "code_move": counts[1], "debug_info": counts[2], "close": counts[3], "unwinding_info": counts[4]},
 		"code_bytes": code, "debug_entries": entries, "truncated": truncated,
 	}
 }
