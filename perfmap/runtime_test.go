@@ -9,14 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // TestRuntimeMaps has real runtimes write maps and reads them.
 func TestRuntimeMaps(t *testing.T) {
-	workloads, err := filepath.Abs("testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
+	workloads := filepath.Dir(fixtures.Workload(t, "newfunctions.js"))
 	tests := []struct {
 		name    string
 		prepare []string // run first, in the temporary directory
