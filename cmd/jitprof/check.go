@@ -100,10 +100,17 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 				fmt.Fprintf(out, "%s: ... and %d more %s findings (--max 0 shows all)\n", path, n-opts.perKind, kind)
 			}
 		}
-		fmt.Fprintf(out, "%s: %d errors, %d warnings\n", path, errs, warns)
+		fmt.Fprintf(out, "%s: %s, %s\n", path, plural(errs, "error"), plural(warns, "warning"))
 	}
 	if errs > 0 {
 		return 1
 	}
 	return 0
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
