@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -183,7 +184,21 @@ func TestRoundTripAllLayouts(t *testing.T) {
 }
 
 func TestEveryTruncationPoint(t *testing.T) {
-	data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian, Pid: 1}, sample())
+	php, err := os.ReadFile("../testdata/php-fib_mandel.dump") // real, from PHP's JIT
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"every record type": encode(t, jitdump.Header{ByteOrder: binary.LittleEndian, Pid: 1}, sample()),
+		"php":               php,
+	} {
+		t.Run(name, func(t *testing.T) { truncateEverywhere(t, data) })
+	}
+}
+
+// truncateEverywhere reads every prefix of data: each must deliver exactly
+// the records it holds whole, and end cleanly or as truncated.
+func truncateEverywhere(t *testing.T, data []byte) {
 	full, err := readBoth(t, data)
 	if err != nil {
 		t.Fatal(err)
