@@ -1,0 +1,99 @@
+// Package jitcode turns the records of a jitdump file into what profilers
+// need: the functions it describes, each with its code, source lines and
+// unwinding data, and the events (loads and moves) that place them in
+// memory over time.
+package jitcode
+
+import (
+	"errors"
+	"io"
+
+	"github.com/jitprof/jitprof/jitdump"
+)
+
+// Function is one CODE_LOAD with what the dump attached to it.
+type Function struct {
+	*jitdump.CodeLoad
+	Debug  *jitdump.DebugInfo     // nil when the dump has no lines for it
+	Unwind *jitdump.UnwindingInfo // nil when the dump has no unwinding data for it
+}
+
+// Event places a function at an address from a time on: its load, or a move.
+type Event struct {
+	Time     uint64
+	Pid, Tid uint32
+	Addr     uint64    // where the code starts from Time on
+	Func     *Function // the loaded function; for a move, the one moved
+	Move     bool
+}
+
+// Dump is a jitdump file read whole. Its records alias the file, which stays
+// mapped until Close.
+type Dump struct {
+	Header    jitdump.Header
+	Functions []*Function // in file order
+	Events    []Event     // in file order
+	// Problems lists what was skipped: invalid records, moves of unknown code
+	// indexes, and the condition that ended reading early (truncation or
+	// corruption); the records before it are kept.
+	Problems []error
+	file     *jitdump.File
+}
+
+// Read reads the dump at path.
+//
+// DEBUG_INFO and UNWINDING_INFO records belong to the next CODE_LOAD, by
+// position, as the spec orders them and as perf reads them.
+func Read(path string) (*Dump, error) {
+	f, err := jitdump.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dump{Header: f.Header(), file: f}
+	byIndex := make(map[uint64]*Function)
+	var debug *jitdump.DebugInfo
+	var unwind *jitdump.UnwindingInfo
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			if err != io.EOF {
+				d.Problems = append(d.Problems, err)
+			}
+			return d, nil
+		}
+		switch r := rec.(type) {
+		case *jitdump.DebugInfo:
+			debug = r
+		case *jitdump.UnwindingInfo:
+			unwind = r
+		case *jitdump.CodeLoad:
+			fn := &Function{CodeLoad: r, Debug: debug, Unwind: unwind}
+			debug, unwind = nil, nil
+			d.Functions = append(d.Functions, fn)
+			byIndex[r.CodeIndex] = fn
+			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.CodeAddr, Func: fn})
+		case *jitdump.CodeMove:
+			fn := byIndex[r.CodeIndex]
+			if fn == nil {
+				d.Problems = append(d.Problems, &jitdump.FormatError{File: path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
+				continue
+			}
+			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Func: fn, Move: true})
+		case *jitdump.Invalid:
+			d.Problems = append(d.Problems, r.Err)
+		}
+	}
+}
+
+// Truncated tells whether reading ended inside a cut-short last record.
+func (d *Dump) Truncated() bool {
+	for _, p := range d.Problems {
+		if errors.Is(p, jitdump.ErrTruncated) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the file; the Dump's records must not be used after it.
+func (d *Dump) Close() error { return d.file.Close() }
