@@ -1,0 +1,522 @@
+// Package inject merges the functions that JIT runtimes described in jitdump
+// files into a perf.data recording, as `perf inject --jit` does: each
+// function gets an ELF image and an MMAP2 event mapping it at its runtime
+// address from its load (or move) on, so that perf report and perf annotate
+// name and disassemble jitted code.
+//
+// Unlike perf, it writes one image per dump holding all of the dump's
+// functions (Pack), puts images next to the output instead of in ~/.debug,
+// writes them in parallel, reads dumps of any architecture, byte order and
+// header size, and finds dumps that moved through a search path.
+package inject
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/jitdump"
+	"github.com/jitprof/jitprof/jitelf"
+	"github.com/jitprof/jitprof/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// Options says what to inject where.
+type Options struct {
+	Input, Output string
+	// ImageDir receives the ELF images; it is created if needed. Empty means
+	// Output + ".jit".
+	ImageDir string
+	// DumpDirs are searched, in order, for a dump by its file name when it
+	// is not at the path the recording saw (analysis on another machine).
+	DumpDirs []string
+	// Pack writes one image per dump holding all of its functions, instead
+	// of one image per function as perf does.
+	Pack bool
+	// Progress, when set, is told how many functions have their image out
+	// of how many; it is called from several goroutines.
+	Progress func(done, total int64)
+	// Warn receives what is skipped but does not stop the injection: a
+	// dump that cannot be found or read, records of a dump that are bad.
+	Warn func(error)
+}
+
+// Result tells what was injected.
+type Result struct {
+	Dumps      int   // dumps found and injected
+	Functions  int   // CODE_LOADs turned into images
+	Events     int   // MMAP2 events written for loads and moves
+	Images     int   // image files written
+	ImageBytes int64 // their size
+}
+
+// ErrNoClock is returned for a recording whose timestamps cannot be matched
+// with the dumps'.
+var ErrNoClock = errors.New("the recording's timestamps are not CLOCK_MONOTONIC, so jitted code cannot be placed in time: record with `perf record -k mono` (or `jitprof record`)")
+
+// markerName is the dump name runtimes map as the marker: jit-<pid>.dump.
+var markerName = regexp.MustCompile(`^jit-([0-9]+)\.dump$`)
+
+// anonymous tells the mappings the kernel re-announces when it merges
+// anonymous regions; once a process's dump is injected they would hide its
+// jitted functions, so perf drops them too.
+func anonymous(name string) bool {
+	return strings.HasPrefix(name, "//anon") || strings.HasPrefix(name, "[anon:") || strings.HasPrefix(name, "/memfd:")
+}
+
+// marker is a dump's marker mapping as recorded.
+type marker struct {
+	path string // as the recording saw it
+	pid  uint32
+	dump *dumpImages // nil when the dump could not be used
+}
+
+// dumpImages is a dump and the images its functions went to.
+type dumpImages struct {
+	dump   *jitcode.Dump
+	images map[*jitcode.Function]placed
+}
+
+// placed says where a function's code is in which image.
+type placed struct {
+	img   *image
+	pgoff uint64
+}
+
+type image struct {
+	path     string
+	buildID  []byte
+	maj, min uint32
+	ino      uint64
+}
+
+// Run injects the dumps a recording refers to.
+func Run(opts Options) (Result, error) {
+	var res Result
+	if opts.Warn == nil {
+		opts.Warn = func(error) {}
+	}
+	if same, _ := sameFile(opts.Input, opts.Output); same {
+		return res, fmt.Errorf("the output %s is the input: inject never changes its input", opts.Output)
+	}
+	in, err := perfdata.Open(opts.Input)
+	if err != nil {
+		return res, err
+	}
+	defer in.Close()
+	// A first pass finds the markers, so the dumps are read and their
+	// images written (in parallel) before the copy needs them; the copy
+	// reads the mapping again, at no cost.
+	scan, err := perfdata.Open(opts.Input)
+	if err != nil {
+		return res, err
+	}
+	markers, conv, err := findMarkers(scan.Reader)
+	scan.Close()
+	if err != nil {
+		return res, err
+	}
+	if len(markers) > 0 {
+		if err := checkClock(in.Attrs()); err != nil {
+			return res, fmt.Errorf("%s: %w", opts.Input, err)
+		}
+	}
+	dir := opts.ImageDir
+	if dir == "" {
+		dir = opts.Output + ".jit"
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+
+	dumps := loadDumps(markers, opts)
+	defer func() {
+		for _, d := range dumps {
+			d.dump.Close()
+		}
+	}()
+	if res, err = writeImages(dumps, dir, opts); err != nil {
+		return res, err
+	}
+	res.Dumps = len(dumps)
+
+	out, err := perfdata.Create(opts.Output, in.Options())
+	if err != nil {
+		return res, err
+	}
+	for _, d := range dumps {
+		for _, img := range d.imageSet() {
+			if err := out.AddBuildID(perfdata.BuildID{Misc: perfdata.MiscUser, Pid: int32(d.dump.Header.Pid), ID: img.buildID, Filename: img.path}); err != nil {
+				out.Abort()
+				return res, err
+			}
+		}
+	}
+	e := emitter{in: in.Reader, out: out, markers: markers, conv: conv, injected: make(map[uint32]bool)}
+	if err := out.Copy(in.Reader, e.keep); err != nil {
+		out.Abort()
+		return res, err
+	}
+	res.Events = e.events
+	return res, out.Close()
+}
+
+// findMarkers returns the marker mappings by their record's offset, and the
+// recording's TIME_CONV, if any.
+func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, error) {
+	markers := make(map[int64]*marker)
+	var conv *perfdata.TimeConv
+	for {
+		raw, err := r.NextRaw()
+		if err != nil {
+			if err == io.EOF {
+				return markers, conv, nil
+			}
+			return nil, nil, err
+		}
+		switch raw.Type() {
+		case perfdata.TypeMmap, perfdata.TypeMmap2, perfdata.TypeTimeConv:
+		default:
+			continue
+		}
+		switch rec := r.Decode(raw).(type) {
+		case *perfdata.Mmap:
+			if m := markerOf(rec.Filename, rec.Pid); m != nil {
+				markers[raw.Offset] = m
+			}
+		case *perfdata.Mmap2:
+			if m := markerOf(rec.Filename, rec.Pid); m != nil {
+				markers[raw.Offset] = m
+			}
+		case *perfdata.TimeConv:
+			c := *rec
+			conv = &c
+		}
+	}
+}
+
+// markerOf recognises a dump's marker mapping by its name, as perf does.
+// The pid in the name is the runtime's own, which differs from the recorded
+// one when the runtime ran in a container's pid namespace, so it is not
+// required to match.
+func markerOf(filename string, pid uint32) *marker {
+	m := markerName.FindStringSubmatch(filepath.Base(filename))
+	if m == nil {
+		return nil
+	}
+	if _, err := strconv.ParseUint(m[1], 10, 32); err != nil {
+		return nil
+	}
+	return &marker{path: strings.Clone(filename), pid: pid} // outlives the scan's mapping
+}
+
+func checkClock(attrs []*perfdata.Attr) error {
+	for _, a := range attrs {
+		if a.Flags&perfdata.AttrUseClockID == 0 || a.ClockID != unix.CLOCK_MONOTONIC {
+			return ErrNoClock
+		}
+	}
+	return nil
+}
+
+// loadDumps reads each marked dump once, in parallel, and ties its markers
+// to it.
+func loadDumps(markers map[int64]*marker, opts Options) []*dumpImages {
+	byPath := make(map[string][]*marker)
+	for _, m := range markers {
+		byPath[m.path] = append(byPath[m.path], m)
+	}
+	var (
+		mu    sync.Mutex
+		dumps []*dumpImages
+		wg    sync.WaitGroup
+	)
+	for path, ms := range byPath {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found, err := locate(path, opts.DumpDirs)
+			if err != nil {
+				opts.Warn(err)
+				return
+			}
+			d, err := jitcode.Read(found)
+			if err != nil {
+				opts.Warn(fmt.Errorf("dump %s not injected: %w", found, err))
+				return
+			}
+			for _, p := range d.Problems {
+				opts.Warn(p)
+			}
+			di := &dumpImages{dump: d, images: make(map[*jitcode.Function]placed, len(d.Functions))}
+			mu.Lock()
+			dumps = append(dumps, di)
+			mu.Unlock()
+			for _, m := range ms {
+				m.dump = di
+			}
+		}()
+	}
+	wg.Wait()
+	return dumps
+}
+
+// locate finds a dump at the path the recording saw, or by its name in dirs.
+func locate(path string, dirs []string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, filepath.Base(path))
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
+	}
+	return "", fmt.Errorf("dump %s not found there nor in %s; its functions stay unnamed", path, strings.Join(dirs, ", "))
+}
+
+// writeImages writes the images of every dump, several at a time.
+func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) {
+	type job struct {
+		d     *dumpImages
+		fns   []*jitcode.Function
+		path  string
+		elfOp jitelf.Options
+	}
+	var jobs []job
+	var total int64
+	for _, d := range dumps {
+		fns := d.dump.Functions
+		total += int64(len(fns))
+		pid := d.dump.Header.Pid
+		op := jitelf.OptionsFor(d.dump.Header)
+		if opts.Pack {
+			// Not "jitted-*": perf's libdw unwinder takes such files for
+			// single-function images mapped at pgoff 0.
+			jobs = append(jobs, job{d, fns, filepath.Join(dir, fmt.Sprintf("jitprof-%d.so", pid)), op})
+			continue
+		}
+		for _, fn := range fns {
+			jobs = append(jobs, job{d, []*jitcode.Function{fn}, filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
+		}
+	}
+
+	var (
+		res      Result
+		mu       sync.Mutex
+		firstErr error
+		done     atomic.Int64
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(jobs)) {
+					return
+				}
+				j := jobs[i]
+				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns)
+				buf = data
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				for k, fn := range j.fns {
+					j.d.images[fn] = placed{img, offsets[k]}
+				}
+				res.Images++
+				res.ImageBytes += int64(len(data))
+				res.Functions += len(j.fns)
+				mu.Unlock()
+				if opts.Progress != nil {
+					opts.Progress(done.Add(int64(len(j.fns))), total)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return res, firstErr
+}
+
+// writeImage writes one image whole or not at all, and returns it with each
+// function's offset in it. buf is reused for the image's bytes.
+func writeImage(buf []byte, path string, op jitelf.Options, fns []*jitcode.Function) (*image, []uint64, []byte, error) {
+	efs := make([]jitelf.Function, len(fns))
+	for i, fn := range fns {
+		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: jitelf.LineBias(fn.CodeLoad), Unwind: fn.Unwind}
+		if fn.Debug != nil {
+			efs[i].Lines = fn.Debug.Entries()
+		}
+	}
+	data, layout, err := jitelf.Append(buf, op, efs)
+	if err != nil {
+		return nil, nil, buf, fmt.Errorf("image %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.so")
+	if err != nil {
+		return nil, nil, data, err
+	}
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	_, err = w.Write(data)
+	// perf report may run as another user than inject: images are readable.
+	err = errors.Join(err, w.Flush(), tmp.Chmod(0o644), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, nil, data, fmt.Errorf("image %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, nil, data, err
+	}
+	img := &image{path: path, buildID: layout.BuildID[:], maj: unix.Major(st.Dev), min: unix.Minor(st.Dev), ino: st.Ino}
+	return img, layout.Offsets, data, nil
+}
+
+func (d *dumpImages) imageSet() []*image {
+	seen := make(map[*image]bool)
+	var out []*image
+	for _, fn := range d.dump.Functions {
+		if p, ok := d.images[fn]; ok && !seen[p.img] {
+			seen[p.img] = true
+			out = append(out, p.img)
+		}
+	}
+	return out
+}
+
+// emitter rewrites the recording's records as they are copied.
+type emitter struct {
+	in       *perfdata.Reader
+	out      *perfdata.Writer
+	markers  map[int64]*marker
+	conv     *perfdata.TimeConv
+	injected map[uint32]bool // pids whose dump is in
+	events   int
+}
+
+// keep drops marker mappings, in their place writes an MMAP2 for every load
+// and move of the marked dump (perf reads the whole dump at its marker too,
+// and orders events by time), and after that drops the process's anonymous
+// mappings.
+func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
+	t := raw.Type()
+	if t != perfdata.TypeMmap && t != perfdata.TypeMmap2 {
+		return true, nil
+	}
+	if m, ok := e.markers[raw.Offset]; ok {
+		if m.dump != nil && !e.injected[m.pid] {
+			e.injected[m.pid] = true
+			if err := e.emit(m, e.in.Decode(raw)); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	var pid uint32
+	var name string
+	switch rec := e.in.Decode(raw).(type) {
+	case *perfdata.Mmap:
+		pid, name = rec.Pid, rec.Filename
+	case *perfdata.Mmap2:
+		pid, name = rec.Pid, rec.Filename
+	}
+	return !(e.injected[pid] && anonymous(name)), nil
+}
+
+// emit writes the MMAP2 events of a dump, each with the sample_id of the
+// marker's event at the record's own time.
+func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
+	var trailer perfdata.Trailer
+	switch r := markerRec.(type) {
+	case *perfdata.Mmap:
+		trailer = r.Trailer
+	case *perfdata.Mmap2:
+		trailer = r.Trailer
+	}
+	attr := markerRec.Header().Attr
+	d := m.dump
+	arch := d.dump.Header.Flags&jitdump.FlagArchTimestamp != 0
+	for _, ev := range d.dump.Events {
+		p, ok := d.images[ev.Func]
+		if !ok || ev.Func.CodeSize == 0 {
+			continue // nothing can be sampled in an empty function
+		}
+		t := ev.Time
+		if arch {
+			t = e.perfTime(t)
+		}
+		tr := trailer
+		tr.Pid, tr.Tid, tr.Time = m.pid, ev.Tid, t
+		if ev.Pid != m.pid { // another pid namespace: the recorded pid names the thread
+			tr.Tid = m.pid
+		}
+		rec := &perfdata.Mmap2{
+			RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Misc: perfdata.MiscUser, Attr: attr},
+			Pid:          tr.Pid, Tid: tr.Tid,
+			Addr: ev.Addr, Len: ev.Func.CodeSize, Pgoff: p.pgoff,
+			Maj: p.img.maj, Min: p.img.min, Ino: p.img.ino, InoGeneration: 1,
+			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_SHARED,
+			Filename: p.img.path, Trailer: tr,
+		}
+		if err := e.out.WriteRecord(rec); err != nil {
+			return err
+		}
+		e.events++
+	}
+	return nil
+}
+
+// perfTime converts an architecture timestamp (the TSC) to perf's clock with
+// the recording's TIME_CONV parameters, as perf does.
+func (e *emitter) perfTime(cyc uint64) uint64 {
+	c := e.conv
+	if c == nil || c.TimeMult == 0 {
+		return cyc
+	}
+	if c.CapUserTimeShort {
+		cyc = c.TimeCycles + ((cyc - c.TimeCycles) & c.TimeMask)
+	}
+	quot := cyc >> c.TimeShift
+	rem := cyc & (1<<c.TimeShift - 1)
+	return c.TimeZero + quot*c.TimeMult + (rem*c.TimeMult)>>c.TimeShift
+}
+
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
