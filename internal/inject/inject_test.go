@@ -1,0 +1,310 @@
+package inject_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/inject"
+	"github.com/jitprof/jitprof/internal/jitcode"
+)
+
+// symbolCounts is perf report's sample count per symbol.
+func symbolCounts(t testing.TB, data string, extra ...string) (map[string]int, int) {
+	t.Helper()
+	args := append([]string{"report", "-i", data, "--stdio", "--sort", "sym", "--show-nr-samples"}, extra...)
+	out := fixtures.Perf(t, args...)
+	counts, total := map[string]int{}, 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 4 || strings.HasPrefix(f[0], "#") || !strings.HasSuffix(f[0], "%") {
+			continue
+		}
+		// Overhead [Children] Samples [.] symbol: the count is the last
+		// number before the "[.]" or "[k]" column.
+		i := 1
+		for i+1 < len(f) && !strings.HasPrefix(f[i+1], "[") {
+			i++
+		}
+		n, err := strconv.Atoi(f[i])
+		if err != nil {
+			continue
+		}
+		sym := strings.Join(f[i+2:], " ")
+		counts[sym] += n
+		total += n
+	}
+	if total == 0 {
+		t.Fatalf("perf report of %s shows no samples:\n%s", data, out)
+	}
+	return counts, total
+}
+
+// differ is the number of samples two reports attribute differently.
+func differ(a, b map[string]int) int {
+	d := 0
+	for s, n := range a {
+		d += abs(n - b[s])
+	}
+	for s, n := range b {
+		if _, ok := a[s]; !ok {
+			d += n
+		}
+	}
+	return d / 2
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// jitSamples counts the samples perf put on functions the dumps name.
+func jitSamples(t testing.TB, counts map[string]int, dumps []string) int {
+	t.Helper()
+	names := map[string]bool{}
+	for _, path := range dumps {
+		d, err := jitcode.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fn := range d.Functions {
+			names[strings.Clone(fn.Name)] = true
+		}
+		d.Close()
+	}
+	n := 0
+	for s, c := range counts {
+		if names[s] {
+			n += c
+		}
+	}
+	return n
+}
+
+func run(t testing.TB, opts inject.Options) (inject.Result, []error) {
+	t.Helper()
+	var warnings []error
+	opts.Warn = func(err error) { warnings = append(warnings, err) }
+	res, err := inject.Run(opts)
+	if err != nil {
+		t.Fatalf("inject: %v", err)
+	}
+	return res, warnings
+}
+
+// TestSameAttributionAsPerf: perf report gives the same per-symbol counts
+// on jitprof's output as on perf inject's, self and with call chains.
+func TestSameAttributionAsPerf(t *testing.T) {
+	for _, rt := range []fixtures.Runtime{fixtures.Node, fixtures.Erlang, fixtures.PHP, fixtures.LLVM, fixtures.Python} {
+		for _, callgraph := range []bool{false, true} {
+			name := string(rt)
+			var perfArgs, reportArgs []string
+			if callgraph {
+				name += "/-g"
+				perfArgs, reportArgs = []string{"-g"}, []string{"--children", "-g", "none"}
+			} else {
+				reportArgs = []string{"-g", "none"}
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				rec := fixtures.Record(t, rt, perfArgs...)
+				theirs := fixtures.Inject(t, rec)
+				ours := filepath.Join(t.TempDir(), "perf.jit.data")
+				res, warnings := run(t, inject.Options{Input: rec.PerfData, Output: ours, Pack: true})
+				if len(warnings) > 0 {
+					t.Errorf("warnings: %v", warnings)
+				}
+				if res.Dumps != 1 || res.Images != 1 || res.Functions == 0 {
+					t.Errorf("result %+v", res)
+				}
+				want, total := symbolCounts(t, theirs, reportArgs...)
+				got, _ := symbolCounts(t, ours, reportArgs...)
+				d := differ(want, got)
+				t.Logf("%d samples, %d in jitted code, %d attributed differently", total, jitSamples(t, want, rec.Dumps), d)
+				if jitSamples(t, got, rec.Dumps) == 0 {
+					t.Errorf("no samples in jitted functions")
+				}
+				if float64(d) > 0.005*float64(total) {
+					t.Errorf("%d of %d samples attributed differently from perf inject", d, total)
+					for s, n := range want {
+						if got[s] != n {
+							t.Logf("  %q: perf %d, jitprof %d", s, n, got[s])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// One image per function, as perf writes them, gives the same report as one
+// image per dump.
+func TestUnpackedEqualsPacked(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node)
+	dir := t.TempDir()
+	packed, unpacked := filepath.Join(dir, "packed.data"), filepath.Join(dir, "unpacked.data")
+	run(t, inject.Options{Input: rec.PerfData, Output: packed, Pack: true})
+	res, _ := run(t, inject.Options{Input: rec.PerfData, Output: unpacked})
+	if res.Images != res.Functions {
+		t.Errorf("unpacked: %d images for %d functions", res.Images, res.Functions)
+	}
+	a, total := symbolCounts(t, packed, "-g", "none")
+	b, _ := symbolCounts(t, unpacked, "-g", "none")
+	if d := differ(a, b); d != 0 {
+		t.Errorf("%d of %d samples differ between packed and unpacked images", d, total)
+	}
+}
+
+func digest(t testing.TB, path string) [32]byte {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(data)
+}
+
+func TestMovedAndMissingDumps(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node)
+	before := digest(t, rec.PerfData)
+	moved := t.TempDir()
+	dump := rec.Dumps[0]
+	if err := os.Rename(dump, filepath.Join(moved, filepath.Base(dump))); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.data")
+
+	res, warnings := run(t, inject.Options{Input: rec.PerfData, Output: out, Pack: true})
+	if res.Dumps != 0 || len(warnings) != 1 || !strings.Contains(warnings[0].Error(), dump) || !strings.Contains(warnings[0].Error(), "--jitdump-dir") {
+		t.Fatalf("missing dump: result %+v, warnings %v", res, warnings)
+	}
+	dumps := []string{filepath.Join(moved, filepath.Base(dump))}
+	if counts, _ := symbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) != 0 {
+		t.Errorf("symbols of a dump that was not found")
+	}
+
+	res, warnings = run(t, inject.Options{Input: rec.PerfData, Output: out, Pack: true, DumpDirs: []string{t.TempDir(), moved}})
+	if res.Dumps != 1 || len(warnings) != 0 {
+		t.Fatalf("dump in --jitdump-dir: result %+v, warnings %v", res, warnings)
+	}
+	if counts, _ := symbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) == 0 {
+		t.Errorf("no JS symbols with the dump found in --jitdump-dir")
+	}
+	if digest(t, rec.PerfData) != before {
+		t.Errorf("inject changed its input")
+	}
+}
+
+func TestRefusesRecordingWithoutMonotonicClock(t *testing.T) {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("perf is not installed")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	cmd := exec.Command(perf, "record", "-q", "--no-bpf-event", "-o", data, "--", "node", "--perf-prof", fixtures.Workload(t, "newfunctions.js"), "5")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("perf record: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out.data")
+	_, err = inject.Run(inject.Options{Input: data, Output: out, Pack: true})
+	if !errors.Is(err, inject.ErrNoClock) || !strings.Contains(err.Error(), "-k mono") {
+		t.Fatalf("err = %v, want one saying how to record", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an output was written: %v", err)
+	}
+}
+
+func fileSize(t testing.TB, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// dirUsage counts the files and bytes under dir.
+func dirUsage(t testing.TB, dir string) (files int, size int64) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			info, _ := d.Info()
+			files++
+			size += info.Size()
+		}
+		return nil
+	})
+	return files, size
+}
+
+// TestFasterAndSmallerThanPerf measures both tools side by side on
+// recordings with many functions: time, and what each writes (perf with
+// --buildid-dir in a directory of the test's, so its cache copies count
+// there and not in ~/.debug).
+func TestFasterAndSmallerThanPerf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records node and Erlang with thousands of functions")
+	}
+	for _, tc := range []struct {
+		rt       fixtures.Runtime
+		minLoads int
+	}{{fixtures.NodeMany, 5000}, {fixtures.Erlang, 15000}} {
+		t.Run(string(tc.rt), func(t *testing.T) {
+			rec := fixtures.Record(t, tc.rt)
+			dumpDir := filepath.Dir(rec.Dumps[0])
+			filesBefore, _ := dirUsage(t, dumpDir)
+
+			perfOut, cache := filepath.Join(t.TempDir(), "perf.jit.data"), t.TempDir()
+			start := time.Now()
+			if out, err := exec.Command("perf", "--buildid-dir", cache, "inject", "--jit", "-i", rec.PerfData, "-o", perfOut).CombinedOutput(); err != nil {
+				t.Fatalf("perf inject: %v\n%s", err, out)
+			}
+			perfTime := time.Since(start)
+			// What each tool writes besides the output recording, which
+			// both must write and which is about the input's size: perf's
+			// images next to the dump and its cache copies; jitprof's images.
+			cacheFiles, cacheBytes := dirUsage(t, cache)
+			imgFiles, imgBytes := dirUsage(t, dumpDir)
+			perfFiles, perfBytes := cacheFiles+imgFiles-filesBefore, cacheBytes+imgBytes
+			perfOutSize := fileSize(t, perfOut)
+
+			ourOut := filepath.Join(t.TempDir(), "perf.jit.data")
+			start = time.Now()
+			res, _ := run(t, inject.Options{Input: rec.PerfData, Output: ourOut, Pack: true})
+			ourTime := time.Since(start)
+			ourFiles, ourBytes := dirUsage(t, ourOut+".jit")
+			ourOutSize := fileSize(t, ourOut)
+
+			t.Logf("%d functions: perf inject %v, %d files, %d bytes of images and cache (+%d output); jitprof inject %v, %d files, %d bytes of images (+%d output): %.0fx faster, %.1fx fewer bytes (%.1fx with the outputs)",
+				res.Functions, perfTime, perfFiles, perfBytes, perfOutSize, ourTime, ourFiles, ourBytes, ourOutSize,
+				float64(perfTime)/float64(ourTime), float64(perfBytes)/float64(ourBytes), float64(perfBytes+perfOutSize)/float64(ourBytes+ourOutSize))
+			if res.Functions < tc.minLoads {
+				t.Fatalf("only %d functions; the comparison wants at least %d", res.Functions, tc.minLoads)
+			}
+			if perfTime < 5*ourTime {
+				t.Errorf("jitprof inject took %v, perf inject %v: less than 5x faster", ourTime, perfTime)
+			}
+			if perfFiles < 10*ourFiles || perfBytes < 10*ourBytes {
+				t.Errorf("jitprof wrote %d files and %d bytes of images, perf %d and %d: not 10x fewer", ourFiles, ourBytes, perfFiles, perfBytes)
+			}
+			// The reports agree here too.
+			a, total := symbolCounts(t, perfOut, "-g", "none")
+			b, _ := symbolCounts(t, ourOut, "-g", "none")
+			if d := differ(a, b); float64(d) > 0.005*float64(total) {
+				t.Errorf("%d of %d samples attributed differently", d, total)
+			}
+		})
+	}
+}
+
