@@ -307,4 +307,3 @@ func TestFasterAndSmallerThanPerf(t *testing.T) {
 		})
 	}
 }
-
