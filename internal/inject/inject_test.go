@@ -1,12 +1,17 @@
 package inject_test
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +20,7 @@ import (
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/inject"
 	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/jitdump"
 )
 
 // symbolCounts is perf report's sample count per symbol.
@@ -305,5 +311,126 @@ func TestFasterAndSmallerThanPerf(t *testing.T) {
 				t.Errorf("%d of %d samples attributed differently", d, total)
 			}
 		})
+	}
+}
+
+// perf annotate shows a jitted function's instructions, with its source
+// lines where the dump has them (LLVM writes DEBUG_INFO).
+func TestAnnotateWithSourceLines(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.LLVM)
+	out := filepath.Join(t.TempDir(), "out.data")
+	run(t, inject.Options{Input: rec.PerfData, Output: out, Pack: true})
+	ann := string(fixtures.Perf(t, "annotate", "-i", out, "--stdio", "-l", "fib"))
+	for _, want := range []string{"<fib>:", "push", "ret", "fib_sq.c:2", "static long fib(long n)"} {
+		if !strings.Contains(ann, want) {
+			t.Errorf("perf annotate lacks %q:\n%s", want, ann)
+		}
+	}
+}
+
+// A JIT that moves a function and gives a freed function's place to a new
+// one (internal/testjit): every sample is placed exactly as perf inject
+// places it.
+func TestMovingJITSamePlacementAsPerf(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("internal/testjit generates code for amd64 and arm64 only")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "testjit")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "perf.data")
+	fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "2000", "-o", data, "--", bin, "-dir", dir, "-duration", "0.8s")
+	theirs := filepath.Join(dir, "perf.jit.data")
+	fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", theirs)
+	ours := filepath.Join(t.TempDir(), "out.data")
+	res, _ := run(t, inject.Options{Input: data, Output: ours, Pack: true})
+	if res.Events <= res.Functions {
+		t.Errorf("%d events for %d functions: the move is missing", res.Events, res.Functions)
+	}
+	script := func(path string) []string {
+		var jitted []string
+		for line := range strings.Lines(string(fixtures.Perf(t, "script", "-i", path, "--ns", "-F", "time,ip,sym"))) {
+			if strings.Contains(line, "jit:") {
+				jitted = append(jitted, line)
+			}
+		}
+		return jitted
+	}
+	want, got := script(theirs), script(ours)
+	if len(want) == 0 {
+		t.Fatal("perf placed no sample in jitted code")
+	}
+	if strings.Join(want, "") != strings.Join(got, "") {
+		t.Errorf("samples placed differently: perf %d jitted samples, jitprof %d", len(want), len(got))
+	}
+}
+
+// A dump of another architecture and byte order injects as well as the
+// original: perf reads the symbols of an arm64 big-endian image too.
+func TestForeignDump(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node)
+	native := filepath.Join(t.TempDir(), "native.data")
+	run(t, inject.Options{Input: rec.PerfData, Output: native, Pack: true})
+
+	f, err := jitdump.Open(rec.Dumps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Header()
+	h.ByteOrder, h.ElfMach = binary.BigEndian, uint32(elf.EM_AARCH64)
+	var b bytes.Buffer
+	w, err := jitdump.NewWriter(&b, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := f.Next(); err == nil; rec, err = f.Next() {
+		if err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	f.Close()
+	if err := os.WriteFile(rec.Dumps[0], b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	foreign := filepath.Join(t.TempDir(), "foreign.data")
+	run(t, inject.Options{Input: rec.PerfData, Output: foreign, Pack: true})
+	img, err := elf.Open(foreign + ".jit/" + fmt.Sprintf("jitprof-%d.so", h.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Machine != elf.EM_AARCH64 || img.ByteOrder != binary.BigEndian {
+		t.Errorf("image is %v %v, want the dump's arm64 big-endian", img.Machine, img.ByteOrder)
+	}
+	img.Close()
+	a, total := symbolCounts(t, native, "-g", "none")
+	c, _ := symbolCounts(t, foreign, "-g", "none")
+	if d := differ(a, c); d != 0 {
+		t.Errorf("%d of %d samples attributed differently with the foreign dump", d, total)
+	}
+}
+
+// A recording cut short gives an error naming it and an offset, and no
+// output at all.
+func TestTruncatedRecording(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node)
+	data, err := os.ReadFile(rec.PerfData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.data")
+	if err := os.WriteFile(cut, data[:len(data)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.data")
+	_, err = inject.Run(inject.Options{Input: cut, Output: out, Pack: true})
+	if err == nil || !strings.Contains(err.Error(), cut) || !strings.Contains(err.Error(), "offset") {
+		t.Fatalf("err = %v, want one naming %s and an offset", err, cut)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a partial output exists: %v", err)
 	}
 }
