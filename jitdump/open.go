@@ -1,15 +1,11 @@
 package jitdump
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "github.com/jitprof/jitprof/internal/mapfile"
 
 // File is a jitdump file mapped into memory and read in place.
 type File struct {
 	*Reader
-	mapped []byte
+	mapping *mapfile.Mapping
 }
 
 // Open maps the named file and returns a File reading it without copying.
@@ -17,49 +13,22 @@ type File struct {
 // A file that cannot be mapped (a pipe, say) is read into memory instead.
 // A runtime may still be appending: Open sees the bytes present when called.
 func Open(name string) (*File, error) {
-	f, err := os.Open(name)
+	m, err := mapfile.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	r, err := NewBytesReader(m.Data)
 	if err != nil {
-		return nil, err
-	}
-
-	var data, mapped []byte
-	if size := st.Size(); st.Mode().IsRegular() && size > 0 && int64(int(size)) == size {
-		mapped, err = unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-		if err == nil {
-			_ = unix.Madvise(mapped, unix.MADV_SEQUENTIAL)
-			data = mapped
-		}
-	}
-	if data == nil {
-		if data, err = os.ReadFile(name); err != nil {
-			return nil, err
-		}
-	}
-
-	r, err := NewBytesReader(data)
-	if err != nil {
-		if mapped != nil {
-			_ = unix.Munmap(mapped)
-		}
+		m.Close()
 		r := Reader{name: name}
 		return nil, r.named(err)
 	}
 	r.SetName(name)
-	return &File{Reader: r, mapped: mapped}, nil
+	return &File{Reader: r, mapping: m}, nil
 }
 
 // Close releases the mapping; records read from the File must not be used after it.
 func (f *File) Close() error {
-	if f.mapped == nil {
-		return nil
-	}
-	m := f.mapped
-	f.mapped = nil
 	f.Reader.data = nil
-	return unix.Munmap(m)
+	return f.mapping.Close()
 }

@@ -1,0 +1,52 @@
+// Package mapfile gives readers that decode in place a file's bytes: mapped
+// when the file can be mapped, read into memory when it cannot (a pipe, a
+// file in /proc).
+package mapfile
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping holds a file's bytes until Close.
+type Mapping struct {
+	Data   []byte
+	mapped bool
+}
+
+// Open maps the named file read-only. A runtime or perf may still be
+// appending to it: the mapping holds the bytes present when Open was called.
+func Open(name string) (*Mapping, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if size := st.Size(); st.Mode().IsRegular() && size > 0 && int64(int(size)) == size {
+		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+		if err == nil {
+			_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // readers go front to back
+			return &Mapping{Data: data, mapped: true}, nil
+		}
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Mapping{Data: data}, nil
+}
+
+// Close releases the bytes; nothing that aliases Data may be used after it.
+func (m *Mapping) Close() error {
+	data, mapped := m.Data, m.mapped
+	m.Data, m.mapped = nil, false
+	if !mapped {
+		return nil
+	}
+	return unix.Munmap(data)
+}
