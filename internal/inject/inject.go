@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +64,7 @@ type Result struct {
 var ErrNoClock = errors.New("the recording's timestamps are not CLOCK_MONOTONIC, so jitted code cannot be placed in time: record with `perf record -k mono` (or `jitprof record`)")
 
 // markerName is the dump name runtimes map as the marker: jit-<pid>.dump.
-var markerName = regexp.MustCompile(`^jit-([0-9]+)\.dump$`)
+var markerName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
 
 // anonymous tells the mappings the kernel re-announces when it merges
 // anonymous regions; once a process's dump is injected they would hide its
@@ -213,11 +212,7 @@ func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, err
 // one when the runtime ran in a container's pid namespace, so it is not
 // required to match.
 func markerOf(filename string, pid uint32) *marker {
-	m := markerName.FindStringSubmatch(filepath.Base(filename))
-	if m == nil {
-		return nil
-	}
-	if _, err := strconv.ParseUint(m[1], 10, 32); err != nil {
+	if !markerName.MatchString(filepath.Base(filename)) {
 		return nil
 	}
 	return &marker{path: strings.Clone(filename), pid: pid} // outlives the scan's mapping
