@@ -77,6 +77,7 @@ func anonymous(name string) bool {
 type marker struct {
 	path string // as the recording saw it
 	pid  uint32
+	time uint64 // of the mapping
 	dump *dumpImages // nil when the dump could not be used
 }
 
@@ -164,7 +165,7 @@ func Run(opts Options) (Result, error) {
 			}
 		}
 	}
-	e := emitter{in: in.Reader, out: out, markers: markers, conv: conv, injected: make(map[uint32]bool)}
+	e := emitter{in: in.Reader, out: out, markers: markers, conv: conv, injected: make(map[uint32]bool), hideAnon: hideAnonSince(markers)}
 	if err := out.Copy(in.Reader, e.keep); err != nil {
 		out.Abort()
 		return res, err
@@ -193,11 +194,11 @@ func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, err
 		}
 		switch rec := r.Decode(raw).(type) {
 		case *perfdata.Mmap:
-			if m := markerOf(rec.Filename, rec.Pid); m != nil {
+			if m := markerOf(rec.Filename, rec.Pid, rec.Trailer.Time); m != nil {
 				markers[raw.Offset] = m
 			}
 		case *perfdata.Mmap2:
-			if m := markerOf(rec.Filename, rec.Pid); m != nil {
+			if m := markerOf(rec.Filename, rec.Pid, rec.Trailer.Time); m != nil {
 				markers[raw.Offset] = m
 			}
 		case *perfdata.TimeConv:
@@ -211,11 +212,11 @@ func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, err
 // The pid in the name is the runtime's own, which differs from the recorded
 // one when the runtime ran in a container's pid namespace, so it is not
 // required to match.
-func markerOf(filename string, pid uint32) *marker {
+func markerOf(filename string, pid uint32, time uint64) *marker {
 	if !markerName.MatchString(filepath.Base(filename)) {
 		return nil
 	}
-	return &marker{path: strings.Clone(filename), pid: pid} // outlives the scan's mapping
+	return &marker{path: strings.Clone(filename), pid: pid, time: time} // outlives the scan's mapping
 }
 
 func checkClock(attrs []*perfdata.Attr) error {
@@ -414,13 +415,33 @@ type emitter struct {
 	markers  map[int64]*marker
 	conv     *perfdata.TimeConv
 	injected map[uint32]bool // pids whose dump is in
+	hideAnon map[uint32]uint64
 	events   int
+}
+
+// hideAnonSince gives, for each pid with an injected dump, the time from
+// which its anonymous mappings are dropped: that of its first marker.
+//
+// Time, not the place in the file, decides, because perf inject processes
+// events in time order and the file is only roughly in it: a thread that
+// moved to another CPU may have its later mapping in a ring buffer read
+// before the marker's. Such a mapping is usually the JIT making its code
+// executable, after it wrote the CODE_LOAD (LLVM's MCJIT does that), so
+// keeping it would hide all the functions behind one anonymous region.
+func hideAnonSince(markers map[int64]*marker) map[uint32]uint64 {
+	since := make(map[uint32]uint64)
+	for _, m := range markers {
+		if t, ok := since[m.pid]; m.dump != nil && (!ok || m.time < t) {
+			since[m.pid] = m.time
+		}
+	}
+	return since
 }
 
 // keep drops marker mappings, in their place writes an MMAP2 for every load
 // and move of the marked dump (perf reads the whole dump at its marker too,
-// and orders events by time), and after that drops the process's anonymous
-// mappings.
+// and orders events by time), and drops the process's anonymous mappings
+// from the marker's time on.
 func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
 	t := raw.Type()
 	if t != perfdata.TypeMmap && t != perfdata.TypeMmap2 {
@@ -437,13 +458,15 @@ func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
 	}
 	var pid uint32
 	var name string
+	var time uint64
 	switch rec := e.in.Decode(raw).(type) {
 	case *perfdata.Mmap:
-		pid, name = rec.Pid, rec.Filename
+		pid, name, time = rec.Pid, rec.Filename, rec.Trailer.Time
 	case *perfdata.Mmap2:
-		pid, name = rec.Pid, rec.Filename
+		pid, name, time = rec.Pid, rec.Filename, rec.Trailer.Time
 	}
-	return !(e.injected[pid] && anonymous(name)), nil
+	since, hidden := e.hideAnon[pid]
+	return !(hidden && time >= since && anonymous(name)), nil
 }
 
 // emit writes the MMAP2 events of a dump, each with the sample_id of the

@@ -21,6 +21,7 @@ import (
 	"github.com/jitprof/jitprof/internal/inject"
 	"github.com/jitprof/jitprof/internal/jitcode"
 	"github.com/jitprof/jitprof/jitdump"
+	"github.com/jitprof/jitprof/perfdata"
 )
 
 // symbolCounts is perf report's sample count per symbol.
@@ -432,5 +433,75 @@ func TestTruncatedRecording(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a partial output exists: %v", err)
+	}
+}
+
+// An anonymous mapping made after the marker but written earlier in the file
+// (the thread moved to a CPU whose ring buffer perf read first) is dropped
+// as perf inject drops it, by time. LLVM's MCJIT makes its code executable
+// after writing CODE_LOAD; kept, that mapping hides every function.
+func TestLateAnonymousMappingEarlierInFile(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.LLVM)
+	in, err := perfdata.Open(rec.PerfData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	markerAt := int64(-1)
+	var late [][]byte // the runtime's anonymous mappings after its marker
+	lateAt := map[int64]bool{}
+	for raw, err := in.NextRaw(); err == nil; raw, err = in.NextRaw() {
+		m, ok := in.Decode(raw).(*perfdata.Mmap2)
+		switch {
+		case !ok || m.Pid != uint32(rec.Pid):
+		case strings.HasSuffix(m.Filename, fmt.Sprintf("jit-%d.dump", rec.Pid)):
+			markerAt = raw.Offset
+		case markerAt >= 0 && m.Filename == "//anon":
+			late = append(late, bytes.Clone(raw.Bytes))
+			lateAt[raw.Offset] = true
+		}
+	}
+	if markerAt < 0 || len(late) == 0 {
+		t.Fatalf("lli left no marker or no anonymous mapping after it (marker at %d, %d mappings)", markerAt, len(late))
+	}
+
+	in, err = perfdata.Open(rec.PerfData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	swapped := filepath.Join(t.TempDir(), "swapped.data")
+	w, err := perfdata.Create(swapped, in.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Copy(in.Reader, func(raw perfdata.RawRecord) (bool, error) {
+		if raw.Offset == markerAt {
+			for _, b := range late {
+				if err := w.WriteRaw(b); err != nil {
+					return false, err
+				}
+			}
+		}
+		return !lateAt[raw.Offset], nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	theirs := filepath.Join(t.TempDir(), "perf.jit.data")
+	fixtures.Perf(t, "inject", "--jit", "-i", swapped, "-o", theirs)
+	ours := filepath.Join(t.TempDir(), "ours.data")
+	run(t, inject.Options{Input: swapped, Output: ours, Pack: true})
+	want, total := symbolCounts(t, theirs, "-g", "none")
+	got, _ := symbolCounts(t, ours, "-g", "none")
+	if jitSamples(t, want, rec.Dumps) == 0 {
+		t.Fatal("perf inject put no sample in jitted code")
+	}
+	if d := differ(want, got); d != 0 {
+		t.Errorf("%d of %d samples attributed differently from perf inject", d, total)
 	}
 }
