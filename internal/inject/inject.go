@@ -77,7 +77,7 @@ func anonymous(name string) bool {
 type marker struct {
 	path string // as the recording saw it
 	pid  uint32
-	time uint64 // of the mapping
+	time uint64      // of the mapping
 	dump *dumpImages // nil when the dump could not be used
 }
 
