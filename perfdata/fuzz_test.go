@@ -62,6 +62,7 @@ func readEveryWay(t *testing.T, data []byte) {
 		}
 	}
 	br.BuildIDs()
+	br.EventDescs()
 
 	r, _ := perfdata.NewBytesReader(data)
 	order := r.TimeOrder()

@@ -81,6 +81,9 @@ func TestRecordings(t *testing.T) {
 			if rec.buildIDs {
 				t.Run("BuildIDs", func(t *testing.T) { checkBuildIDs(t, path) })
 			}
+			if !rec.pipe {
+				t.Run("EventDescs", func(t *testing.T) { checkEventDescs(t, path) })
+			}
 		})
 	}
 }
@@ -511,5 +514,29 @@ func checkBuildIDs(t *testing.T, path string) {
 	slices.Sort(want)
 	if len(got) == 0 || !slices.Equal(got, want) {
 		t.Errorf("build-ids\n%s\nperf buildid-list says\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// checkEventDescs holds the event names and ids against perf evlist's.
+func checkEventDescs(t *testing.T, path string) {
+	f, err := perfdata.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	descs, err := f.EventDescs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range descs {
+		if len(d.IDs) == 0 {
+			t.Errorf("event %s has no ids", d.Name)
+		}
+		got = append(got, d.Name)
+	}
+	want := strings.Fields(string(fixtures.Perf(t, "evlist", "-i", path)))
+	if len(got) == 0 || !slices.Equal(got, want) {
+		t.Errorf("events %q, perf evlist says %q", got, want)
 	}
 }

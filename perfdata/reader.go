@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -657,4 +658,91 @@ func (r *Reader) BuildIDs() ([]BuildID, error) {
 		}
 	}
 	return out, nil
+}
+
+// EventDesc is an entry of the HEADER_EVENT_DESC feature section: the name
+// perf gave an event (such as "cpu-clock" or "cycles:u") and the ids of its
+// instances.
+type EventDesc struct {
+	Name string
+	IDs  []uint64
+}
+
+// EventDescs decodes the HEADER_EVENT_DESC feature section. A file without
+// one has none.
+func (r *Reader) EventDescs() ([]EventDesc, error) {
+	var out []EventDesc
+	for _, f := range r.features {
+		if f.ID != FeatureEventDesc {
+			continue
+		}
+		c := featureCursor{b: f.Data, off: f.Offset}
+		nr, attrSize := c.u32(), c.u32()
+		for i := uint32(0); i < nr && c.err == ""; i++ {
+			c.skip(uint64(attrSize))
+			nrIDs := c.u32()
+			name := c.str()
+			if uint64(nrIDs)*8 > uint64(len(c.b)) {
+				c.fail(fmt.Sprintf("event %q claims %d ids, more than the section holds", name, nrIDs))
+				break
+			}
+			ids := make([]uint64, nrIDs)
+			for j := range ids {
+				ids[j] = c.u64()
+			}
+			out = append(out, EventDesc{Name: name, IDs: ids})
+		}
+		if c.err != "" {
+			return nil, r.named(&FormatError{Off: c.off, Msg: "event description: " + c.err})
+		}
+	}
+	return out, nil
+}
+
+// featureCursor reads a feature section's fields, bounded by the section;
+// the first field that does not fit sets err, and reads after it give
+// zeros.
+type featureCursor struct {
+	b   []byte
+	off int64
+	err string
+}
+
+func (c *featureCursor) fail(msg string) {
+	if c.err == "" {
+		c.err = msg
+	}
+	c.b = nil
+}
+
+func (c *featureCursor) skip(n uint64) []byte {
+	if n > uint64(len(c.b)) {
+		c.fail(fmt.Sprintf("%d bytes wanted, %d left in the section", n, len(c.b)))
+		return nil
+	}
+	b := c.b[:n]
+	c.b, c.off = c.b[n:], c.off+int64(n)
+	return b
+}
+
+func (c *featureCursor) u32() uint32 {
+	if b := c.skip(4); b != nil {
+		return le.Uint32(b)
+	}
+	return 0
+}
+
+func (c *featureCursor) u64() uint64 {
+	if b := c.skip(8); b != nil {
+		return le.Uint64(b)
+	}
+	return 0
+}
+
+// str reads a perf_header_string: a length, then that many bytes holding a
+// NUL-terminated string and its padding.
+func (c *featureCursor) str() string {
+	b := c.skip(uint64(c.u32()))
+	s, _ := cstring(b)
+	return strings.Clone(s)
 }

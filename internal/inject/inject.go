@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -57,20 +56,6 @@ type Result struct {
 	Events     int   // MMAP2 events written for loads and moves
 	Images     int   // image files written
 	ImageBytes int64 // their size
-}
-
-// ErrNoClock is returned for a recording whose timestamps cannot be matched
-// with the dumps'.
-var ErrNoClock = errors.New("the recording's timestamps are not CLOCK_MONOTONIC, so jitted code cannot be placed in time: record with `perf record -k mono` (or `jitprof record`)")
-
-// markerName is the dump name runtimes map as the marker: jit-<pid>.dump.
-var markerName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
-
-// anonymous tells the mappings the kernel re-announces when it merges
-// anonymous regions; once a process's dump is injected they would hide its
-// jitted functions, so perf drops them too.
-func anonymous(name string) bool {
-	return strings.HasPrefix(name, "//anon") || strings.HasPrefix(name, "[anon:") || strings.HasPrefix(name, "/memfd:")
 }
 
 // marker is a dump's marker mapping as recorded.
@@ -127,7 +112,7 @@ func Run(opts Options) (Result, error) {
 		return res, err
 	}
 	if len(markers) > 0 {
-		if err := checkClock(in.Attrs()); err != nil {
+		if err := jitcode.CheckClock(in.Attrs()); err != nil {
 			return res, fmt.Errorf("%s: %w", opts.Input, err)
 		}
 	}
@@ -208,24 +193,12 @@ func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, err
 	}
 }
 
-// markerOf recognises a dump's marker mapping by its name, as perf does.
-// The pid in the name is the runtime's own, which differs from the recorded
-// one when the runtime ran in a container's pid namespace, so it is not
-// required to match.
+// markerOf recognises a dump's marker mapping.
 func markerOf(filename string, pid uint32, time uint64) *marker {
-	if !markerName.MatchString(filepath.Base(filename)) {
+	if !jitcode.IsMarker(filename) {
 		return nil
 	}
 	return &marker{path: strings.Clone(filename), pid: pid, time: time} // outlives the scan's mapping
-}
-
-func checkClock(attrs []*perfdata.Attr) error {
-	for _, a := range attrs {
-		if a.Flags&perfdata.AttrUseClockID == 0 || a.ClockID != unix.CLOCK_MONOTONIC {
-			return ErrNoClock
-		}
-	}
-	return nil
 }
 
 // loadDumps reads each marked dump once, in parallel, and ties its markers
@@ -244,7 +217,7 @@ func loadDumps(markers map[int64]*marker, opts Options) []*dumpImages {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			found, err := locate(path, opts.DumpDirs)
+			found, err := jitcode.Locate(path, opts.DumpDirs)
 			if err != nil {
 				opts.Warn(err)
 				return
@@ -268,23 +241,6 @@ func loadDumps(markers map[int64]*marker, opts Options) []*dumpImages {
 	}
 	wg.Wait()
 	return dumps
-}
-
-// locate finds a dump at the path the recording saw, or by its name in dirs.
-func locate(path string, dirs []string) (string, error) {
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, filepath.Base(path))
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if len(dirs) == 0 {
-		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
-	}
-	return "", fmt.Errorf("dump %s not found there nor in %s; its functions stay unnamed", path, strings.Join(dirs, ", "))
 }
 
 // writeImages writes the images of every dump, several at a time.
@@ -466,7 +422,7 @@ func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
 		pid, name, time = rec.Pid, rec.Filename, rec.Trailer.Time
 	}
 	since, hidden := e.hideAnon[pid]
-	return !(hidden && time >= since && anonymous(name)), nil
+	return !(hidden && time >= since && jitcode.IsAnonymous(name)), nil
 }
 
 // emit writes the MMAP2 events of a dump, each with the sample_id of the

@@ -226,7 +226,7 @@ func TestRefusesRecordingWithoutMonotonicClock(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out.data")
 	_, err = inject.Run(inject.Options{Input: data, Output: out, Pack: true})
-	if !errors.Is(err, inject.ErrNoClock) || !strings.Contains(err.Error(), "-k mono") {
+	if !errors.Is(err, jitcode.ErrNoClock) || !strings.Contains(err.Error(), "-k mono") {
 		t.Fatalf("err = %v, want one saying how to record", err)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {

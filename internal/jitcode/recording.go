@@ -1,0 +1,62 @@
+package jitcode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/jitprof/jitprof/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoClock is returned for a recording whose timestamps cannot be matched
+// with the dumps'.
+var ErrNoClock = errors.New("the recording's timestamps are not CLOCK_MONOTONIC, so jitted code cannot be placed in time: record with `perf record -k mono` (or `jitprof record`)")
+
+// CheckClock tells whether every event of a recording is timed with
+// CLOCK_MONOTONIC, the clock of jitdump timestamps.
+func CheckClock(attrs []*perfdata.Attr) error {
+	for _, a := range attrs {
+		if a.Flags&perfdata.AttrUseClockID == 0 || a.ClockID != unix.CLOCK_MONOTONIC {
+			return ErrNoClock
+		}
+	}
+	return nil
+}
+
+var markerName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
+
+// IsMarker tells a dump's marker mapping by the mapped file's name,
+// jit-<pid>.dump, as perf does. The pid in the name is the runtime's own,
+// which differs from the recorded one when the runtime ran in a container's
+// pid namespace, so it is not required to match.
+func IsMarker(filename string) bool {
+	return markerName.MatchString(filepath.Base(filename))
+}
+
+// IsAnonymous tells the mappings of anonymous memory, where JITs put their
+// code. The kernel re-announces such regions when it merges them, so once a
+// process's dump is in use they would hide its functions; perf drops them.
+func IsAnonymous(filename string) bool {
+	return strings.HasPrefix(filename, "//anon") || strings.HasPrefix(filename, "[anon:") || strings.HasPrefix(filename, "/memfd:")
+}
+
+// Locate finds a dump at the path the recording saw, or by its name in dirs.
+func Locate(path string, dirs []string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, filepath.Base(path))
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
+	}
+	return "", fmt.Errorf("dump %s not found there nor in %s; its functions stay unnamed", path, strings.Join(dirs, ", "))
+}
