@@ -63,6 +63,7 @@ func readEveryWay(t *testing.T, data []byte) {
 	}
 	br.BuildIDs()
 	br.EventDescs()
+	br.StringFeature(perfdata.FeatureOSRelease)
 
 	r, _ := perfdata.NewBytesReader(data)
 	order := r.TimeOrder()

@@ -539,4 +539,15 @@ func checkEventDescs(t *testing.T, path string) {
 	if len(got) == 0 || !slices.Equal(got, want) {
 		t.Errorf("events %q, perf evlist says %q", got, want)
 	}
+
+	header := string(fixtures.Perf(t, "report", "--header-only", "-i", path))
+	for _, c := range []struct {
+		id    perfdata.FeatureID
+		label string
+	}{{perfdata.FeatureHostname, "hostname"}, {perfdata.FeatureOSRelease, "os release"}, {perfdata.FeatureArch, "arch"}} {
+		s, ok, err := f.StringFeature(c.id)
+		if err != nil || !ok || !strings.Contains(header, "# "+c.label+" : "+s+"\n") {
+			t.Errorf("%s = %q, %v, %v; perf report --header-only says\n%s", c.label, s, ok, err, header)
+		}
+	}
 }

@@ -746,3 +746,21 @@ func (c *featureCursor) str() string {
 	s, _ := cstring(b)
 	return strings.Clone(s)
 }
+
+// StringFeature decodes a feature section that holds one string, such as
+// FeatureHostname, FeatureOSRelease, FeatureVersion, FeatureArch or
+// FeatureCPUDesc. ok is false when the file has no such section.
+func (r *Reader) StringFeature(id FeatureID) (s string, ok bool, err error) {
+	for _, f := range r.features {
+		if f.ID != id {
+			continue
+		}
+		c := featureCursor{b: f.Data, off: f.Offset}
+		s = c.str()
+		if c.err != "" {
+			return "", true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d: %s", id, c.err)})
+		}
+		return s, true, nil
+	}
+	return "", false, nil
+}
