@@ -23,7 +23,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jitprof/jitprof/internal/jitcode"
-	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
@@ -437,18 +436,13 @@ func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
 	}
 	attr := markerRec.Header().Attr
 	d := m.dump
-	arch := d.dump.Header.Flags&jitdump.FlagArchTimestamp != 0
 	for _, ev := range d.dump.Events {
 		p, ok := d.images[ev.Func]
 		if !ok || ev.Func.CodeSize == 0 {
 			continue // nothing can be sampled in an empty function
 		}
-		t := ev.Time
-		if arch {
-			t = e.perfTime(t)
-		}
 		tr := trailer
-		tr.Pid, tr.Tid, tr.Time = m.pid, ev.Tid, t
+		tr.Pid, tr.Tid, tr.Time = m.pid, ev.Tid, d.dump.PerfTime(ev.Time, e.conv)
 		if ev.Pid != m.pid { // another pid namespace: the recorded pid names the thread
 			tr.Tid = m.pid
 		}
@@ -468,20 +462,6 @@ func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
 	return nil
 }
 
-// perfTime converts an architecture timestamp (the TSC) to perf's clock with
-// the recording's TIME_CONV parameters, as perf does.
-func (e *emitter) perfTime(cyc uint64) uint64 {
-	c := e.conv
-	if c == nil || c.TimeMult == 0 {
-		return cyc
-	}
-	if c.CapUserTimeShort {
-		cyc = c.TimeCycles + ((cyc - c.TimeCycles) & c.TimeMask)
-	}
-	quot := cyc >> c.TimeShift
-	rem := cyc & (1<<c.TimeShift - 1)
-	return c.TimeZero + quot*c.TimeMult + (rem*c.TimeMult)>>c.TimeShift
-}
 
 func sameFile(a, b string) (bool, error) {
 	sa, err := os.Stat(a)

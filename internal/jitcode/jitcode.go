@@ -30,6 +30,7 @@ type Event struct {
 // Dump is a jitdump file read whole. Its records alias the file, which stays
 // mapped until Close.
 type Dump struct {
+	Path      string // as given to Read
 	Header    jitdump.Header
 	Functions []*Function // in file order
 	Events    []Event     // in file order
@@ -49,7 +50,7 @@ func Read(path string) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{Header: f.Header(), file: f}
+	d := &Dump{Path: path, Header: f.Header(), file: f}
 	byIndex := make(map[uint64]*Function)
 	var debug *jitdump.DebugInfo
 	var unwind *jitdump.UnwindingInfo

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
 )
@@ -59,4 +60,20 @@ func Locate(path string, dirs []string) (string, error) {
 		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
 	}
 	return "", fmt.Errorf("dump %s not found there nor in %s; its functions stay unnamed", path, strings.Join(dirs, ", "))
+}
+
+// PerfTime returns a timestamp of d in perf's clock: as it is, unless d has
+// architecture timestamps (the TSC), which are converted with the
+// recording's TIME_CONV parameters as perf does. Without them (conv nil)
+// it is returned as it is.
+func (d *Dump) PerfTime(t uint64, conv *perfdata.TimeConv) uint64 {
+	if d.Header.Flags&jitdump.FlagArchTimestamp == 0 || conv == nil || conv.TimeMult == 0 {
+		return t
+	}
+	if conv.CapUserTimeShort {
+		t = conv.TimeCycles + ((t - conv.TimeCycles) & conv.TimeMask)
+	}
+	quot := t >> conv.TimeShift
+	rem := t & (1<<conv.TimeShift - 1)
+	return conv.TimeZero + quot*conv.TimeMult + (rem*conv.TimeMult)>>conv.TimeShift
 }
