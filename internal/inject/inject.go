@@ -11,8 +11,6 @@
 package inject
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/jitcode"
 	"github.com/jitprof/jitprof/jitelf"
 	"github.com/jitprof/jitprof/perfdata"
@@ -328,19 +327,12 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*jitcode.Funct
 	if err != nil {
 		return nil, nil, buf, fmt.Errorf("image %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.so")
+	// perf report may run as another user than inject: images are readable (0644).
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
-		return nil, nil, data, err
-	}
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	_, err = w.Write(data)
-	// perf report may run as another user than inject: images are readable.
-	err = errors.Join(err, w.Flush(), tmp.Chmod(0o644), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
 		return nil, nil, data, fmt.Errorf("image %s: %w", path, err)
 	}
 	var st unix.Stat_t
