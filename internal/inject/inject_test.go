@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,58 +22,6 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 )
-
-// symbolCounts is perf report's sample count per symbol.
-func symbolCounts(t testing.TB, data string, extra ...string) (map[string]int, int) {
-	t.Helper()
-	args := append([]string{"report", "-i", data, "--stdio", "--sort", "sym", "--show-nr-samples"}, extra...)
-	out := fixtures.Perf(t, args...)
-	counts, total := map[string]int{}, 0
-	for line := range strings.Lines(string(out)) {
-		f := strings.Fields(line)
-		if len(f) < 4 || strings.HasPrefix(f[0], "#") || !strings.HasSuffix(f[0], "%") {
-			continue
-		}
-		// Overhead [Children] Samples [.] symbol: the count is the last
-		// number before the "[.]" or "[k]" column.
-		i := 1
-		for i+1 < len(f) && !strings.HasPrefix(f[i+1], "[") {
-			i++
-		}
-		n, err := strconv.Atoi(f[i])
-		if err != nil {
-			continue
-		}
-		sym := strings.Join(f[i+2:], " ")
-		counts[sym] += n
-		total += n
-	}
-	if total == 0 {
-		t.Fatalf("perf report of %s shows no samples:\n%s", data, out)
-	}
-	return counts, total
-}
-
-// differ is the number of samples two reports attribute differently.
-func differ(a, b map[string]int) int {
-	d := 0
-	for s, n := range a {
-		d += abs(n - b[s])
-	}
-	for s, n := range b {
-		if _, ok := a[s]; !ok {
-			d += n
-		}
-	}
-	return d / 2
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
-}
 
 // jitSamples counts the samples perf put on functions the dumps name.
 func jitSamples(t testing.TB, counts map[string]int, dumps []string) int {
@@ -135,9 +82,9 @@ func TestSameAttributionAsPerf(t *testing.T) {
 				if res.Dumps != 1 || res.Images != 1 || res.Functions == 0 {
 					t.Errorf("result %+v", res)
 				}
-				want, total := symbolCounts(t, theirs, reportArgs...)
-				got, _ := symbolCounts(t, ours, reportArgs...)
-				d := differ(want, got)
+				want, total := fixtures.SymbolCounts(t, theirs, reportArgs...)
+				got, _ := fixtures.SymbolCounts(t, ours, reportArgs...)
+				d := fixtures.Differ(want, got)
 				t.Logf("%d samples, %d in jitted code, %d attributed differently", total, jitSamples(t, want, rec.Dumps), d)
 				if jitSamples(t, got, rec.Dumps) == 0 {
 					t.Errorf("no samples in jitted functions")
@@ -166,9 +113,9 @@ func TestUnpackedEqualsPacked(t *testing.T) {
 	if res.Images != res.Functions {
 		t.Errorf("unpacked: %d images for %d functions", res.Images, res.Functions)
 	}
-	a, total := symbolCounts(t, packed, "-g", "none")
-	b, _ := symbolCounts(t, unpacked, "-g", "none")
-	if d := differ(a, b); d != 0 {
+	a, total := fixtures.SymbolCounts(t, packed, "-g", "none")
+	b, _ := fixtures.SymbolCounts(t, unpacked, "-g", "none")
+	if d := fixtures.Differ(a, b); d != 0 {
 		t.Errorf("%d of %d samples differ between packed and unpacked images", d, total)
 	}
 }
@@ -196,7 +143,7 @@ func TestMovedAndMissingDumps(t *testing.T) {
 		t.Fatalf("missing dump: result %+v, warnings %v", res, warnings)
 	}
 	dumps := []string{filepath.Join(moved, filepath.Base(dump))}
-	if counts, _ := symbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) != 0 {
+	if counts, _ := fixtures.SymbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) != 0 {
 		t.Errorf("symbols of a dump that was not found")
 	}
 
@@ -204,7 +151,7 @@ func TestMovedAndMissingDumps(t *testing.T) {
 	if res.Dumps != 1 || len(warnings) != 0 {
 		t.Fatalf("dump in --jitdump-dir: result %+v, warnings %v", res, warnings)
 	}
-	if counts, _ := symbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) == 0 {
+	if counts, _ := fixtures.SymbolCounts(t, out, "-g", "none"); jitSamples(t, counts, dumps) == 0 {
 		t.Errorf("no JS symbols with the dump found in --jitdump-dir")
 	}
 	if digest(t, rec.PerfData) != before {
@@ -306,9 +253,9 @@ func TestFasterAndSmallerThanPerf(t *testing.T) {
 				t.Errorf("jitprof wrote %d files and %d bytes of images, perf %d and %d: not 10x fewer", ourFiles, ourBytes, perfFiles, perfBytes)
 			}
 			// The reports agree here too.
-			a, total := symbolCounts(t, perfOut, "-g", "none")
-			b, _ := symbolCounts(t, ourOut, "-g", "none")
-			if d := differ(a, b); float64(d) > 0.005*float64(total) {
+			a, total := fixtures.SymbolCounts(t, perfOut, "-g", "none")
+			b, _ := fixtures.SymbolCounts(t, ourOut, "-g", "none")
+			if d := fixtures.Differ(a, b); float64(d) > 0.005*float64(total) {
 				t.Errorf("%d of %d samples attributed differently", d, total)
 			}
 		})
@@ -407,9 +354,9 @@ func TestForeignDump(t *testing.T) {
 		t.Errorf("image is %v %v, want the dump's arm64 big-endian", img.Machine, img.ByteOrder)
 	}
 	img.Close()
-	a, total := symbolCounts(t, native, "-g", "none")
-	c, _ := symbolCounts(t, foreign, "-g", "none")
-	if d := differ(a, c); d != 0 {
+	a, total := fixtures.SymbolCounts(t, native, "-g", "none")
+	c, _ := fixtures.SymbolCounts(t, foreign, "-g", "none")
+	if d := fixtures.Differ(a, c); d != 0 {
 		t.Errorf("%d of %d samples attributed differently with the foreign dump", d, total)
 	}
 }
@@ -496,12 +443,12 @@ func TestLateAnonymousMappingEarlierInFile(t *testing.T) {
 	fixtures.Perf(t, "inject", "--jit", "-i", swapped, "-o", theirs)
 	ours := filepath.Join(t.TempDir(), "ours.data")
 	run(t, inject.Options{Input: swapped, Output: ours, Pack: true})
-	want, total := symbolCounts(t, theirs, "-g", "none")
-	got, _ := symbolCounts(t, ours, "-g", "none")
+	want, total := fixtures.SymbolCounts(t, theirs, "-g", "none")
+	got, _ := fixtures.SymbolCounts(t, ours, "-g", "none")
 	if jitSamples(t, want, rec.Dumps) == 0 {
 		t.Fatal("perf inject put no sample in jitted code")
 	}
-	if d := differ(want, got); d != 0 {
+	if d := fixtures.Differ(want, got); d != 0 {
 		t.Errorf("%d of %d samples attributed differently from perf inject", d, total)
 	}
 }
