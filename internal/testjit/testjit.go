@@ -54,6 +54,7 @@ var (
 	LoopB = Kernel{Name: "jit:loop_b", Line: 20, Body: []Op{{AddCounter, 0}, {XorCounter, 0}}}
 	LoopC = Kernel{Name: "jit:loop_c", Line: 30, Body: []Op{{AddCounter, 0}, {XorCounter, 0}, {AddImm, 7}, {Nop, 0}, {Nop, 0}}}
 	LoopD = Kernel{Name: "jit:loop_d", Line: 40, Body: []Op{{XorCounter, 0}, {AddImm, 3}}}
+	LoopE = Kernel{Name: "jit:loop_e", Line: 50, Body: []Op{{AddImm, 5}, {AddCounter, 0}, {Nop, 0}}}
 )
 
 // Eval computes in Go what the kernel's machine code returns.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-var kernels = []*Kernel{&LoopA, &LoopB, &LoopC, &LoopD}
+var kernels = []*Kernel{&LoopA, &LoopB, &LoopC, &LoopD, &LoopE}
 
 // TestJITKernels runs the generated code and compares it with Eval, which
 // proves the encodings: a wrong one crashes or returns something else.

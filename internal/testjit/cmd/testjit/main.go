@@ -7,7 +7,9 @@
 //   - initial: loop_a, loop_b and loop_c at their first addresses;
 //   - moved: loop_b copied to a new address (a CODE_MOVE), its old code
 //     replaced by traps;
-//   - reused: loop_d loaded at loop_b's old address.
+//   - reused: loop_d loaded at loop_b's old address;
+//   - reused again: loop_d freed, loop_e loaded in its place, so one
+//     address held three functions.
 //
 // It then prints the truth as JSON: where and when each function ran in each
 // phase and how much thread CPU time and how many iterations it got.
@@ -155,7 +157,7 @@ func run(dir string, duration time.Duration) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	phase := duration / 3
+	phase := duration / 4
 	rep.run("initial", phase, []*Placement{a, b, c}, []int{4, 4, 2})
 
 	b, err = j.move(b, 1*slot, 3*slot)
@@ -174,7 +176,19 @@ func run(dir string, duration time.Duration) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	rep.run("reused", duration-2*phase, []*Placement{a, b, c, d}, []int{4, 2, 2, 2})
+	rep.run("reused", phase, []*Placement{a, b, c, d}, []int{4, 2, 2, 2})
+
+	if err := region.Free(1*slot, int(d.Size)); err != nil {
+		return err
+	}
+	e, err := j.load(&testjit.LoopE, 1*slot)
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	rep.run("reused again", duration-3*phase, []*Placement{a, b, c, e}, []int{2, 2, 2, 4})
 
 	if err := w.Close(); err != nil {
 		return err
