@@ -3,8 +3,11 @@ module github.com/jitprof/jitprof
 go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.44.0
 )

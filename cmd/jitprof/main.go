@@ -34,7 +34,7 @@ profiles of that code into symbolized reports.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd())
+	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd())
 	return root
 }
 

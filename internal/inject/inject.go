@@ -454,7 +454,6 @@ func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
 	return nil
 }
 
-
 func sameFile(a, b string) (bool, error) {
 	sa, err := os.Stat(a)
 	if err != nil {

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/jitcode"
+)
+
+// jitNames returns the names of the functions in the recording's dumps.
+func jitNames(t testing.TB, rec fixtures.Recording) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, path := range rec.Dumps {
+		d, err := jitcode.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fn := range d.Functions {
+			names[strings.Clone(fn.Name)] = true
+		}
+		d.Close()
+	}
+	return names
+}
+
+func TestReportFormats(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node, "-g")
+	jitted := jitNames(t, rec)
+	anyJIT := func(s string) bool {
+		for name := range jitted {
+			if strings.Contains(s, name) {
+				return true
+			}
+		}
+		return false
+	}
+	dir := t.TempDir()
+
+	code, text := jitprof(t, "report", "-i", rec.PerfData, "-q")
+	if code != 0 || !anyJIT(text) || !strings.Contains(text, "Overhead") {
+		t.Errorf("text report (exit %d) has no jitted function:\n%.2000s", code, text)
+	}
+	code, graph := jitprof(t, "report", "-i", rec.PerfData, "-q", "--children", "-g", "--sort", "symbol")
+	if code != 0 || !anyJIT(graph) || len(graph) <= len(text)/4 {
+		t.Errorf("--children -g report (exit %d):\n%.2000s", code, graph)
+	}
+
+	code, js := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "json")
+	var decoded map[string]any
+	if err := json.Unmarshal([]byte(js), &decoded); code != 0 || err != nil || !anyJIT(js) {
+		t.Errorf("json report (exit %d, %v):\n%.2000s", code, err, js)
+	}
+
+	folded := filepath.Join(dir, "out.folded")
+	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "folded", "-o", folded); code != 0 {
+		t.Fatalf("folded: exit %d", code)
+	}
+	data, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^[^\n]+ \d+$`)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	for _, l := range lines {
+		if !line.MatchString(l) {
+			t.Fatalf("folded line %q is not `frames count`", l)
+		}
+	}
+	if len(lines) < 10 || !anyJIT(string(data)) {
+		t.Errorf("%d folded stacks, jitted functions in them: %v", len(lines), anyJIT(string(data)))
+	}
+
+	pb := filepath.Join(dir, "out.pb.gz")
+	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "pprof", "-o", pb); code != 0 {
+		t.Fatalf("pprof: exit %d", code)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range p.Mapping {
+		if !m.HasFunctions || !m.HasLineNumbers {
+			t.Errorf("mapping %s lacks Has* flags: pprof would symbolize it again", m.File)
+		}
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil || !anyJIT(string(top)) {
+		t.Errorf("go tool pprof -top: %v\n%.2000s", err, top)
+	}
+
+	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "pprof"); code != 2 {
+		t.Errorf("pprof to a terminal: exit %d, want 2", code)
+	}
+	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--sort", "colour"); code != 2 {
+		t.Errorf("an unknown sort key: exit %d, want 2", code)
+	}
+	if code, _ := jitprof(t, "report", "-i", filepath.Join(dir, "missing.data"), "-q"); code != 1 {
+		t.Errorf("a missing recording: exit %d, want 1", code)
+	}
+}
+
+// TestReportFilters: each filter keeps a part of the samples, and the parts
+// add up where they should.
+func TestReportFilters(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node)
+	total := func(args ...string) int {
+		t.Helper()
+		code, out := jitprof(t, append([]string{"report", "-i", rec.PerfData, "-q", "--format", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("report %v: exit %d\n%s", args, code, out)
+		}
+		var r struct {
+			Total int64 `json:"total"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return int(r.Total)
+	}
+	all := total()
+	if all == 0 {
+		t.Fatal("no samples")
+	}
+	pid := strconv.Itoa(rec.Pid)
+	if n := total("--pid", pid); n == 0 || n > all {
+		t.Errorf("--pid %s keeps %d of %d", pid, n, all)
+	}
+	if n := total("--pid", "1"); n != 0 {
+		t.Errorf("--pid 1 keeps %d", n)
+	}
+	if n := total("--comm", "node"); n == 0 {
+		t.Errorf("--comm node keeps nothing")
+	}
+	// Split the recording's time in two: the halves add up to the whole.
+	script := string(fixtures.Perf(t, "script", "-i", rec.PerfData, "-F", "time"))
+	times := strings.Fields(script)
+	mid := strings.TrimSuffix(times[len(times)/2], ":")
+	first, second := total("--time", ","+mid), total("--time", mid+",")
+	if first == 0 || second == 0 || first+second != all {
+		t.Errorf("--time halves at %s: %d + %d, want %d", mid, first, second, all)
+	}
+	if n := total("--symbol", "^fib$"); n == 0 || n >= all {
+		t.Errorf("--symbol ^fib$ keeps %d of %d", n, all)
+	}
+}
+
+// TestReportWebUI serves the web UI from the command and finds a jitted
+// function in the flame graph page.
+func TestReportWebUI(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.Node, "-g")
+	bin := buildJitprof(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "report", "-i", rec.PerfData, "--http", "127.0.0.1:0", "--no-browser")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Signal(os.Interrupt)
+	url := ""
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := regexp.MustCompile(`serving the profile on (\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	if url == "" {
+		t.Fatal("jitprof report --http never said where it serves")
+	}
+	go io.Copy(io.Discard, stderr)
+	resp, err := http.Get(url + "/ui/flamegraph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	found := false
+	for name := range jitNames(t, rec) {
+		found = found || bytes.Contains(page, []byte(name))
+	}
+	if resp.StatusCode != http.StatusOK || !found {
+		t.Errorf("flame graph page (%s): no jitted function in its %d bytes", resp.Status, len(page))
+	}
+}
+
+func buildJitprof(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "jitprof")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// timed runs argv and returns its wall time and peak resident memory.
+func timed(t testing.TB, argv ...string) (time.Duration, int64) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	begin := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
+	}
+	return time.Since(begin), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
+}
+
+func size(t testing.TB, paths ...string) int64 {
+	var n int64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
+// TestReportSpeedAndMemory: on a recording of over 100,000 samples with call
+// chains, jitprof report --children -g is at least 3x faster than perf
+// inject --jit plus perf report --stdio (which shows children and call
+// graphs for such a recording), and its memory stays under twice the input.
+func TestReportSpeedAndMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records for 10 s and runs perf for 30 s")
+	}
+	rec := fixtures.Record(t, fixtures.NodeBig, "-g")
+	bin := buildJitprof(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "perf.jit.data")
+		// As fixtures.Perf does: perf's build-id cache would cost it more.
+	nocache := []string{perf, "--buildid-dir", "/dev/null/no-buildid-cache"}
+	injectTime, _ := timed(t, append(nocache, "inject", "--jit", "-i", rec.PerfData, "-o", out)...)
+	reportTime, _ := timed(t, append(nocache, "report", "-i", out, "--stdio")...)
+	ours, rss := timed(t, bin, "report", "-i", rec.PerfData, "--children", "-g", "-q")
+	theirs := injectTime + reportTime
+
+	input := size(t, append([]string{rec.PerfData}, rec.Dumps...)...)
+	code, js := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "json")
+	var r struct {
+		Total int64 `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); code != 0 || err != nil {
+		t.Fatalf("json: exit %d, %v", code, err)
+	}
+	t.Logf("%d samples, input %.1f MB: perf inject %.2f s + perf report %.2f s = %.2f s; jitprof report %.2f s (%.1fx), peak RSS %.1f MB (%.2fx the input)",
+		r.Total, float64(input)/1e6, injectTime.Seconds(), reportTime.Seconds(), theirs.Seconds(), ours.Seconds(),
+		theirs.Seconds()/ours.Seconds(), float64(rss)/1e6, float64(rss)/float64(input))
+	if r.Total < 100_000 {
+		t.Errorf("only %d samples: the target is set for 100,000 or more", r.Total)
+	}
+	if theirs < 3*ours {
+		t.Errorf("jitprof report took %v, perf inject + report %v: less than 3x faster", ours, theirs)
+	}
+	if rss >= 2*input {
+		t.Errorf("peak RSS %d bytes, input %d: not under twice the input", rss, input)
+	}
+}

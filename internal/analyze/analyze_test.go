@@ -1,0 +1,173 @@
+package analyze_test
+
+import (
+	"encoding/json"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/fixtures"
+)
+
+// selfCounts is the profile's sample count per leaf symbol, unresolved
+// addresses together as "[unknown]".
+func selfCounts(p *profile.Profile) map[string]int {
+	counts := map[string]int{}
+	for _, s := range p.Sample {
+		name := "[unknown]"
+		if l := s.Location[0]; len(l.Line) > 0 {
+			name = l.Line[0].Function.Name
+		}
+		counts[name] += int(s.Value[0])
+	}
+	return counts
+}
+
+// perfSelfCounts is perf report's count per symbol after perf inject, with
+// the addresses it could not name (it lists each) together as "[unknown]".
+func perfSelfCounts(t *testing.T, rec fixtures.Recording) (map[string]int, int) {
+	counts, total := fixtures.SymbolCounts(t, fixtures.Inject(t, rec), "-g", "none")
+	for name, n := range counts {
+		if strings.HasPrefix(name, "0x") {
+			counts["[unknown]"] += n
+			delete(counts, name)
+		}
+	}
+	return counts, total
+}
+
+func run(t testing.TB, opts analyze.Options) *analyze.Result {
+	t.Helper()
+	opts.Warn = func(err error) { t.Logf("warning: %v", err) }
+	res, err := analyze.Run(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Profile.CheckValid(); err != nil {
+		t.Fatalf("invalid profile: %v", err)
+	}
+	return res
+}
+
+// TestSameAttributionAsPerf: per symbol, the samples jitprof attributes
+// straight from the recording are those perf report attributes after perf
+// inject --jit, but for at most 0.5% of them.
+func TestSameAttributionAsPerf(t *testing.T) {
+	for _, rt := range []fixtures.Runtime{fixtures.Node, fixtures.Erlang, fixtures.PHP, fixtures.LLVM, fixtures.Python} {
+		for _, callgraph := range []bool{false, true} {
+			name := string(rt)
+			var perfArgs []string
+			if callgraph {
+				name, perfArgs = name+"/-g", []string{"-g"}
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				rec := fixtures.Record(t, rt, perfArgs...)
+				want, total := perfSelfCounts(t, rec)
+				res := run(t, analyze.Options{Input: rec.PerfData})
+				got := selfCounts(res.Profile)
+				d := fixtures.Differ(want, got)
+				t.Logf("%d samples (jitprof %d), %d in jitted code, %d attributed differently", total, res.Kept, res.Jitted, d)
+				if res.Kept != total {
+					t.Errorf("jitprof counts %d samples, perf %d", res.Kept, total)
+				}
+				if res.Jitted == 0 {
+					t.Errorf("no samples in jitted code")
+				}
+				if float64(d) > 0.005*float64(total) {
+					t.Errorf("%d of %d samples attributed differently from perf", d, total)
+				}
+				if d > 0 {
+					for s, n := range want {
+						if got[s] != n {
+							t.Logf("  %q: perf %d, jitprof %d", s, n, got[s])
+						}
+					}
+					for s, n := range got {
+						if _, ok := want[s]; !ok {
+							t.Logf("  %q: perf 0, jitprof %d", s, n)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// truth is what internal/testjit says it ran.
+type truth struct {
+	Functions map[string]struct {
+		CPUNanos int64 `json:"cpu_ns"`
+	} `json:"functions"`
+	Phases []struct {
+		Name      string `json:"name"`
+		Functions []struct {
+			Name string `json:"name"`
+			Addr uint64 `json:"addr"`
+		} `json:"functions"`
+	} `json:"phases"`
+}
+
+// TestGroundTruth runs a JIT that moves a function and gives one address to
+// three functions in turn: each function's share of the samples is its
+// share of the CPU time the program measured, within sampling noise.
+func TestGroundTruth(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("internal/testjit generates code for amd64 and arm64 only")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "testjit")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "perf.data")
+	out := fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-o", data, "--", bin, "-dir", dir, "-duration", "2s")
+	var tr truth
+	if err := json.Unmarshal(out, &tr); err != nil {
+		t.Fatalf("testjit's report: %v\n%s", err, out)
+	}
+	shared := map[uint64]map[string]bool{}
+	for _, ph := range tr.Phases {
+		for _, fn := range ph.Functions {
+			if shared[fn.Addr] == nil {
+				shared[fn.Addr] = map[string]bool{}
+			}
+			shared[fn.Addr][fn.Name] = true
+		}
+	}
+	three := false
+	for _, names := range shared {
+		three = three || len(names) >= 3
+	}
+	if !three {
+		t.Fatalf("testjit gave no address to three functions: %v", shared)
+	}
+
+	res := run(t, analyze.Options{Input: data})
+	got := selfCounts(res.Profile)
+	var jitted int
+	var cpu int64
+	for name, w := range tr.Functions {
+		jitted += got[name]
+		cpu += w.CPUNanos
+	}
+	if jitted < 1000 {
+		t.Fatalf("only %d samples in jitted code: %v", jitted, got)
+	}
+	for name, w := range tr.Functions {
+		want := float64(w.CPUNanos) / float64(cpu)
+		share := float64(got[name]) / float64(jitted)
+		// Five standard deviations of a binomial share, and a point for
+		// the calls' overhead outside the jitted loop.
+		tol := 5*math.Sqrt(want*(1-want)/float64(jitted)) + 0.01
+		t.Logf("%s: %d samples, %.3f of jitted samples; CPU time says %.3f (±%.3f)", name, got[name], share, want, tol)
+		if math.Abs(share-want) > tol {
+			t.Errorf("%s has %.3f of the samples, but ran %.3f of the time", name, share, want)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package analyze
+
+import (
+	"cmp"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/symbolize"
+)
+
+// JITBuildID is the BuildID of the profile Mappings of jitted code, whose
+// File is the dump's path: pprof must not look for such a file's symbols
+// or disassemble it with objdump.
+const JITBuildID = "jitdump"
+
+// result builds the profile: a Mapping per mapped ELF file (per place it
+// was mapped at) and per dump, perf map and the kernel, with every Has*
+// flag set since the profile is complete and pprof must not re-symbolize
+// it.
+func (a *aggregator) result() *Result {
+	p := &profile.Profile{
+		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: a.event, Unit: a.unit}},
+		DefaultSampleType: "samples",
+		PeriodType:        &profile.ValueType{Type: a.event, Unit: a.unit},
+		Period:            int64(a.period),
+	}
+	if a.kept > 0 {
+		p.DurationNanos = int64(a.last - a.first)
+	}
+
+	type mappingKey struct {
+		module       *symbolize.Module
+		start, pgoff uint64
+	}
+	mappings := make(map[mappingKey]*profile.Mapping)
+	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
+		if fr.Module == nil {
+			return nil
+		}
+		key := mappingKey{module: fr.Module}
+		if fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO {
+			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
+		}
+		m := mappings[key]
+		if m == nil {
+			m = &profile.Mapping{
+				ID: uint64(len(mappings) + 1), File: fr.Module.Name, Start: fr.Addr, Limit: fr.Addr + 1,
+				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
+			}
+			switch {
+			case key.start != 0:
+				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
+			case fr.Module.Kind == symbolize.JIT:
+				m.BuildID = JITBuildID
+			}
+			if fr.Module.BuildID != nil {
+				m.BuildID = hex.EncodeToString(fr.Module.BuildID)
+			}
+			mappings[key] = m
+			p.Mapping = append(p.Mapping, m)
+		}
+		if key.start == 0 {
+			m.Start, m.Limit = min(m.Start, fr.Addr), max(m.Limit, fr.Addr+1)
+		}
+		return m
+	}
+
+	type functionKey struct {
+		module *symbolize.Module
+		name   string
+		start  uint64
+	}
+	functions := make(map[functionKey]*profile.Function)
+	p.Location = make([]*profile.Location, len(a.frames))
+	for i, fr := range a.frames {
+		loc := &profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
+		p.Location[i] = loc
+		if fr.Symbol.Name == "" {
+			continue
+		}
+		file, line := fr.Source()
+		key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
+		fn := functions[key]
+		if fn == nil {
+			// Clones: jitted names alias the dumps, which Close unmaps.
+			fn = &profile.Function{ID: uint64(len(functions) + 1), Name: strings.Clone(a.names[i]), SystemName: strings.Clone(fr.Symbol.Name), Filename: strings.Clone(file)}
+			functions[key] = fn
+			p.Function = append(p.Function, fn)
+		}
+		if fn.Filename == "" {
+			fn.Filename = strings.Clone(file)
+		}
+		loc.Line = []profile.Line{{Function: fn, Line: int64(line)}}
+	}
+
+	keys := slices.Sorted(maps.Keys(a.stacks)) // a stable order for stable output
+	p.Sample = make([]*profile.Sample, 0, len(keys))
+	for _, k := range keys {
+		st := a.stacks[k]
+		s := &profile.Sample{
+			Value:    []int64{st.count, st.period},
+			Label:    map[string][]string{"comm": {st.comm}},
+			NumLabel: map[string][]int64{"pid": {int64(st.pid)}, "tid": {int64(st.tid)}},
+		}
+		s.Location = make([]*profile.Location, len(st.locs))
+		for i, id := range st.locs {
+			s.Location[i] = p.Location[id-1]
+		}
+		p.Sample = append(p.Sample, s)
+	}
+	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
+
+	return &Result{
+		Profile: p, Space: a.space, Event: a.event,
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Frames: a.frames,
+	}
+}

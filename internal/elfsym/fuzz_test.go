@@ -1,0 +1,73 @@
+package elfsym
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// vdsoImage returns the vDSO's ELF image: a small, real ELF file.
+func vdsoImage(tb testing.TB) []byte {
+	start, end, err := vdsoRange()
+	if err != nil {
+		tb.Skip(err)
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		tb.Skip(err)
+	}
+	defer mem.Close()
+	img := make([]byte, end-start)
+	if _, err := mem.ReadAt(img, int64(start)); err != nil {
+		tb.Skip(err)
+	}
+	return img
+}
+
+// checkTable checks what holds for any table: the symbols are in order,
+// and what Lookup finds holds the address.
+func checkTable(t *testing.T, tab *Table) {
+	syms := tab.Symbols()
+	if len(syms) != tab.Len() {
+		t.Fatalf("Len() = %d, but %d symbols", tab.Len(), len(syms))
+	}
+	for i, s := range syms {
+		if i > 0 && s.Start < syms[i-1].Start {
+			t.Fatalf("symbols out of order: %+v before %+v", syms[i-1], s)
+		}
+		for _, addr := range []uint64{s.Start, s.End - 1, s.End} {
+			if got, ok := tab.Lookup(addr); ok && !(got.Start <= addr && (addr < got.End || addr == got.Start)) {
+				t.Fatalf("Lookup(%#x) = %+v, which does not hold it", addr, got)
+			}
+		}
+	}
+}
+
+func FuzzNewTable(f *testing.F) {
+	img := vdsoImage(f)
+	f.Add(img)
+	f.Add(img[:len(img)/2])
+	f.Add(img[:64])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := NewTable(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		checkTable(t, tab)
+		for off := uint64(0); off < uint64(len(data)); off += 64 {
+			tab.Vaddr(off)
+		}
+	})
+}
+
+func FuzzParseKallsyms(f *testing.F) {
+	f.Add([]byte(kallsymsText))
+	f.Add([]byte("ffffffff81000000 T a\nffffffff81000000 t b\tx\nffffffffc0000000 t c\t[m]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := ParseKallsyms(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		checkTable(t, tab)
+	})
+}

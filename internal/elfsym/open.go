@@ -1,0 +1,104 @@
+package elfsym
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Open reads the symbols of the ELF file at path, from a separate debug
+// file where perf would take them from one (see the package comment).
+func Open(path string) (*Table, error) {
+	runtime, closeRuntime, err := openELF(path)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRuntime()
+
+	// dso__load goes through the candidates in order and takes the first
+	// with a .symtab for the symbols and the first with a .dynsym for
+	// the runtime file; the file itself comes after the debug files.
+	var syms *elfFile
+	for _, name := range debugFiles(runtime) {
+		f, closeF, err := openELF(name)
+		if err != nil {
+			continue
+		}
+		defer closeF()
+		// perf rejects a debug file built from another build.
+		if runtime.buildID != nil && !bytes.Equal(f.buildID, runtime.buildID) {
+			continue
+		}
+		if f.symtab != nil {
+			syms = f
+			break
+		}
+	}
+	if syms == nil {
+		syms = runtime
+	}
+	if runtime.dynsym == nil && syms != runtime {
+		// Without a .dynsym the file is not a runtime candidate: perf
+		// then uses the symbol file for both.
+		runtime = syms
+	}
+	return load(syms, runtime)
+}
+
+// openELF opens path as an ELF file, returning a function that closes it.
+func openELF(path string) (*elfFile, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("elfsym: %s: not a regular file", path)
+	}
+	ef, err := newELF(f, path)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return ef, func() { f.Close() }, nil
+}
+
+// debugFiles lists where perf looks for a debug file of f, in its order
+// (binary_type_symtab in symbol.c, file names from
+// dso__read_binary_type_filename).
+func debugFiles(f *elfFile) []string {
+	dir := filepath.Dir(f.path)
+	var names []string
+	if link := debugLink(f); link != "" {
+		names = append(names,
+			filepath.Join(dir, link),
+			filepath.Join(dir, ".debug", link),
+			filepath.Join("/usr/lib/debug", dir, link))
+	}
+	names = append(names,
+		"/usr/lib/debug"+f.path+".debug",
+		"/usr/lib/debug"+f.path)
+	if len(f.buildID) > 0 {
+		id := hex.EncodeToString(f.buildID)
+		names = append(names, "/usr/lib/debug/.build-id/"+id[:2]+"/"+id[2:]+".debug")
+	}
+	return names
+}
+
+// debugLink returns the file name in the .gnu_debuglink section.
+func debugLink(f *elfFile) string {
+	s := f.Section(".gnu_debuglink")
+	if s == nil {
+		return ""
+	}
+	data, err := s.Data()
+	if err != nil {
+		return ""
+	}
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		data = data[:i]
+	}
+	return string(data)
+}

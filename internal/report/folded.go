@@ -1,0 +1,97 @@
+package report
+
+import (
+	"bufio"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// Folded writes p to w as folded stacks, one line per distinct stack with
+// its value (o.Value), in the format the package documentation describes.
+// Of o, it uses Value and CommRoot, and checks the rest as CheckOptions
+// does. Stacks whose value is zero are left
+// out: a flame graph would not show them.
+func Folded(w io.Writer, p *profile.Profile, o Options) error {
+	if err := CheckOptions(o); err != nil {
+		return err
+	}
+	m, err := newModel(p, o.Value)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(m.frames))
+	for i := range m.frames {
+		names[i] = foldedName(&m.frames[i])
+	}
+	comms := make([]string, len(m.comms))
+	for i, c := range m.comms {
+		comms[i] = strings.ReplaceAll(foldName(c), " ", "_")
+	}
+
+	// Stacks are looked up by their folded text, which merges stacks that
+	// differ only in what folding replaced; a lookup with string(line)
+	// spares an allocation per sample for stacks already seen.
+	index := make(map[string]int)
+	var stacks []stack
+	var line []byte
+	for i := range m.samples {
+		s := &m.samples[i]
+		line = line[:0]
+		if o.CommRoot {
+			line = append(line, comms[s.comm]...)
+			line = append(line, ';')
+		}
+		for j := len(s.stack) - 1; j >= 0; j-- {
+			line = append(line, names[s.stack[j]]...)
+			line = append(line, ';')
+		}
+		line = line[:len(line)-1]
+		if k, ok := index[string(line)]; ok {
+			stacks[k].value += s.value
+			continue
+		}
+		index[string(line)] = len(stacks)
+		stacks = append(stacks, stack{string(line), s.value})
+	}
+	slices.SortFunc(stacks, func(a, b stack) int { return strings.Compare(a.frames, b.frames) })
+
+	bw := bufio.NewWriter(w)
+	for _, s := range stacks {
+		if s.value == 0 {
+			continue
+		}
+		line = append(line[:0], s.frames...)
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, s.value, 10)
+		line = append(line, '\n')
+		bw.Write(line)
+	}
+	return bw.Flush()
+}
+
+// A stack is a line of folded stacks.
+type stack struct {
+	frames string
+	value  int64
+}
+
+// foldedName names f in a folded stack as stackcollapse-perf.pl does.
+func foldedName(f *frame) string {
+	switch {
+	case f.resolved():
+		return foldName(f.name)
+	case strings.HasPrefix(f.module, "["):
+		return foldName(f.module)
+	default:
+		return "[" + foldName(f.module) + "]"
+	}
+}
+
+var folder = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")
+
+// foldName replaces what would break a line of folded stacks.
+func foldName(s string) string { return folder.Replace(s) }

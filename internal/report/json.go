@@ -1,0 +1,116 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/google/pprof/profile"
+)
+
+// JSON writes the entries that Text would print as one JSON object
+// followed by a newline. The package documentation describes its schema.
+func JSON(w io.Writer, p *profile.Profile, o Options) error {
+	t, err := aggregate(p, o)
+	if err != nil {
+		return err
+	}
+	r := jsonReport{
+		Event:   t.event,
+		Type:    t.typ.Type,
+		Unit:    t.typ.Unit,
+		Samples: t.count,
+		Total:   t.total,
+		Mode:    "self",
+		Entries: make([]jsonEntry, len(t.entries)),
+	}
+	if t.children {
+		r.Mode = "children"
+	}
+	for _, k := range t.keys {
+		r.Sort = append(r.Sort, sortKeyNames[k])
+	}
+	for i, e := range t.entries {
+		je := &r.Entries[i]
+		f := &t.frames[e.frame]
+		if t.by[byComm] || t.by[byPID] {
+			je.Comm = t.comms[e.comm]
+		}
+		if t.by[byPID] {
+			je.PID = &e.pid
+		}
+		if t.by[byModule] {
+			je.Module = f.module
+		}
+		if t.by[bySymbol] {
+			je.Symbol = f.name
+			je.File = f.file
+		}
+		je.Samples = e.samples
+		je.Self = e.self
+		if t.children {
+			je.Children = &e.children
+		}
+		if e.root >= 0 {
+			if t.children {
+				je.Callees = t.jsonNodes(e.root)
+			} else {
+				je.Callers = t.jsonNodes(e.root)
+			}
+		}
+	}
+	// The encoder writes once, when the whole object is encoded.
+	return json.NewEncoder(w).Encode(r)
+}
+
+func (t *table) jsonNodes(n int32) []*jsonNode {
+	first, end := t.graph.children(n)
+	if first == end {
+		return nil
+	}
+	nodes := make([]*jsonNode, 0, end-first)
+	for c := first; c < end; c++ {
+		gn := &t.graph.nodes[c]
+		f := &t.frames[gn.frame]
+		jn := &jsonNode{Symbol: f.name, Module: f.module, File: f.file, Value: gn.value}
+		if t.children {
+			jn.Callees = t.jsonNodes(c)
+		} else {
+			jn.Callers = t.jsonNodes(c)
+		}
+		nodes = append(nodes, jn)
+	}
+	return nodes
+}
+
+type jsonReport struct {
+	Event   string      `json:"event"`
+	Type    string      `json:"type"`
+	Unit    string      `json:"unit"`
+	Samples int64       `json:"samples"`
+	Total   int64       `json:"total"`
+	Sort    []string    `json:"sort"`
+	Mode    string      `json:"mode"`
+	Entries []jsonEntry `json:"entries"`
+}
+
+type jsonEntry struct {
+	Comm     string      `json:"comm,omitempty"`
+	PID      *int64      `json:"pid,omitempty"` // pid 0 is the idle task's
+	Module   string      `json:"module,omitempty"`
+	Symbol   string      `json:"symbol,omitempty"`
+	File     string      `json:"file,omitempty"`
+	Samples  int64       `json:"samples"`
+	Self     int64       `json:"self"`
+	Children *int64      `json:"children,omitempty"`
+	Callers  []*jsonNode `json:"callers,omitempty"`
+	Callees  []*jsonNode `json:"callees,omitempty"`
+}
+
+type jsonNode struct {
+	Symbol  string      `json:"symbol"`
+	Module  string      `json:"module"`
+	File    string      `json:"file,omitempty"`
+	Value   int64       `json:"value"`
+	Callers []*jsonNode `json:"callers,omitempty"`
+	Callees []*jsonNode `json:"callees,omitempty"`
+}

@@ -1,0 +1,323 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/google/pprof/profile"
+)
+
+// A key identifies an entry: its high half numbers the command and pid of
+// a sample, its low half the symbol and module of a frame, each as far as
+// sorted by, so that entries differing in what is not sorted by merge.
+type key uint64
+
+type entry struct {
+	frame    int32 // first frame seen in the entry: names its symbol, module and file
+	comm     int32 // first command seen, shown next to the pid
+	pid      int64
+	samples  int64 // samples whose leaf is in the entry
+	self     int64
+	children int64
+	seen     int   // 1 + index of the last sample counted in children
+	listed   bool  // whether the entry is above the percent limit
+	refs     []ref // while building call graphs, the entry's samples
+	root     int32 // root node of the entry's call graph, or -1
+}
+
+// A table is the aggregation that Text and JSON print.
+type table struct {
+	*model
+	keys      []sortKey
+	by        [len(sortKeyNames)]bool
+	children  bool
+	min       float64  // Options.MinPercent
+	sampleKey []uint32 // by sample: the high half of its keys
+	frameKey  []uint32 // by frame: the low half of its keys
+	index     map[key]*entry
+	entries   []*entry // sorted, without those below min
+	graph     graph
+}
+
+func aggregate(p *profile.Profile, o Options) (*table, error) {
+	keys, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(p, o.Value)
+	if err != nil {
+		return nil, err
+	}
+	t := &table{model: m, keys: keys, children: o.Children, min: o.MinPercent, index: make(map[key]*entry)}
+	for _, k := range keys {
+		t.by[k] = true
+	}
+
+	// Numbering the parts of keys once per sample and once per frame
+	// leaves a lookup of an integer per frame of a stack.
+	type process struct {
+		comm int32
+		pid  int64
+	}
+	processes := make(map[process]int32)
+	t.sampleKey = make([]uint32, len(m.samples))
+	for i := range m.samples {
+		var k process
+		if t.by[byComm] {
+			k.comm = m.samples[i].comm
+		}
+		if t.by[byPID] {
+			k.pid = m.samples[i].pid
+		}
+		t.sampleKey[i] = uint32(intern(processes, k))
+	}
+	places := make(map[[2]int32]int32)
+	t.frameKey = make([]uint32, len(m.frames))
+	for i := range m.frames {
+		var k [2]int32
+		if t.by[bySymbol] {
+			k[0] = m.frames[i].sym
+		}
+		if t.by[byModule] {
+			k[1] = m.frames[i].mod
+		}
+		t.frameKey[i] = uint32(intern(places, k))
+	}
+
+	for i := range m.samples {
+		s := &m.samples[i]
+		e := t.entry(i, s.stack[0])
+		e.samples += s.count
+		e.self += s.value
+		if !o.Children {
+			continue
+		}
+		for _, f := range s.stack {
+			if e := t.entry(i, f); e.seen != i+1 {
+				e.seen = i + 1
+				e.children += s.value
+			}
+		}
+	}
+
+	for _, e := range t.index {
+		if !t.hidden(t.weight(e)) {
+			t.entries = append(t.entries, e)
+		}
+	}
+	slices.SortFunc(t.entries, t.compare)
+
+	if o.CallGraph {
+		t.callGraphs()
+	}
+	return t, nil
+}
+
+// entry returns the entry that frame f of sample i belongs to.
+func (t *table) entry(i int, f int32) *entry {
+	k := key(t.sampleKey[i])<<32 | key(t.frameKey[f])
+	e, ok := t.index[k]
+	if !ok {
+		s := &t.samples[i]
+		e = &entry{frame: f, comm: s.comm, pid: s.pid, root: -1}
+		t.index[k] = e
+	}
+	return e
+}
+
+// weight returns the value entries are sorted and limited by.
+func (t *table) weight(e *entry) int64 {
+	if t.children {
+		return e.children
+	}
+	return e.self
+}
+
+func (t *table) hidden(v int64) bool {
+	return percent(v, t.total) < t.min
+}
+
+// compare orders entries by decreasing weight, then by their keys in the
+// order given, so that output is stable.
+func (t *table) compare(a, b *entry) int {
+	if c := cmp.Compare(t.weight(b), t.weight(a)); c != 0 {
+		return c
+	}
+	for _, k := range t.keys {
+		var c int
+		switch k {
+		case byComm:
+			c = cmp.Compare(t.comms[a.comm], t.comms[b.comm])
+		case byPID:
+			c = cmp.Compare(a.pid, b.pid)
+		case byModule:
+			c = cmp.Compare(t.frames[a.frame].module, t.frames[b.frame].module)
+		case bySymbol:
+			c = cmp.Compare(t.frames[a.frame].name, t.frames[b.frame].name)
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// callGraphs builds the call graph of each listed entry. It takes a second
+// pass over the samples so that entries cut by the percent limit cost
+// nothing.
+func (t *table) callGraphs() {
+	for _, e := range t.entries {
+		e.listed = true
+	}
+	for _, e := range t.index {
+		e.seen = 0
+	}
+	for i := range t.samples {
+		s := &t.samples[i]
+		if !t.children {
+			if e := t.entry(i, s.stack[0]); e.listed {
+				e.refs = append(e.refs, ref{int32(i), 0})
+			}
+			continue
+		}
+		// Going root first makes the first frame of an entry its outermost
+		// one, whose callees include those of any recursive call.
+		for j := len(s.stack) - 1; j >= 0; j-- {
+			if e := t.entry(i, s.stack[j]); e.seen != i+1 {
+				e.seen = i + 1
+				if e.listed {
+					e.refs = append(e.refs, ref{int32(i), int32(j)})
+				}
+			}
+		}
+	}
+	b := treeBuilder{t: t, step: 1, slots: make([]int, len(t.frames))}
+	if t.children {
+		b.step = -1
+	}
+	for _, e := range t.entries {
+		e.root = int32(len(t.graph.nodes))
+		t.graph.nodes = append(t.graph.nodes, node{frame: -1, value: t.weight(e)})
+		b.expand(e.root, e.refs)
+		e.refs = nil
+	}
+}
+
+// A ref is a sample on its way down a call graph: pos indexes the frame
+// of its stack that comes next.
+type ref struct {
+	sample int32
+	pos    int32
+}
+
+// A treeBuilder grows trees from the stacks of an entry's samples. Callers
+// trees walk stacks from the leaf (step 1), callees trees toward it (-1).
+type treeBuilder struct {
+	t       *table
+	step    int32
+	slots   []int // by frame, at the node being expanded; 0 elsewhere
+	scratch []ref
+}
+
+// A group is the samples through a node's child.
+type group struct {
+	frame int32
+	value int64
+	refs  int
+}
+
+// expand adds to node n the children for the refs' next frames that are
+// above the percent limit, and their subtrees. Splitting refs by frame
+// level by level stops at the first hidden node, so that large profiles
+// cost what their visible trees do.
+func (b *treeBuilder) expand(n int32, refs []ref) {
+	var groups []group
+	for _, r := range refs {
+		f, ok := b.next(r)
+		if !ok {
+			continue
+		}
+		k := b.slots[f]
+		if k == 0 {
+			groups = append(groups, group{frame: f})
+			k = len(groups)
+			b.slots[f] = k
+		}
+		groups[k-1].value += b.t.samples[r.sample].value
+		groups[k-1].refs++
+	}
+	for _, gr := range groups {
+		b.slots[gr.frame] = 0
+	}
+	groups = slices.DeleteFunc(groups, func(gr group) bool { return b.t.hidden(gr.value) })
+	if len(groups) == 0 {
+		return
+	}
+	slices.SortFunc(groups, func(x, y group) int {
+		if c := cmp.Compare(y.value, x.value); c != 0 {
+			return c
+		}
+		fx, fy := &b.t.frames[x.frame], &b.t.frames[y.frame]
+		return cmp.Or(cmp.Compare(fx.name, fy.name), cmp.Compare(fx.module, fy.module))
+	})
+
+	// Order the refs of visible children by child, moving each on to its
+	// next frame, and drop the others. A slot holds 1 + where the next
+	// ref of its frame goes.
+	end := 0
+	for _, gr := range groups {
+		b.slots[gr.frame] = end + 1
+		end += gr.refs
+	}
+	b.scratch = slices.Grow(b.scratch[:0], end)[:end]
+	for _, r := range refs {
+		if f, ok := b.next(r); ok && b.slots[f] > 0 {
+			b.scratch[b.slots[f]-1] = ref{r.sample, r.pos + b.step}
+			b.slots[f]++
+		}
+	}
+	refs = refs[:copy(refs, b.scratch)]
+	for _, gr := range groups {
+		b.slots[gr.frame] = 0
+	}
+
+	// Children are adjacent, which spares a list of them per node.
+	g := &b.t.graph
+	first := int32(len(g.nodes))
+	for _, gr := range groups {
+		g.nodes = append(g.nodes, node{frame: gr.frame, value: gr.value})
+	}
+	g.nodes[n].first = first
+	g.nodes[n].kids = int32(len(groups))
+	for i, gr := range groups {
+		b.expand(first+int32(i), refs[:gr.refs])
+		refs = refs[gr.refs:]
+	}
+}
+
+// next returns the frame that r comes to next, unless its stack ends.
+func (b *treeBuilder) next(r ref) (int32, bool) {
+	stack := b.t.samples[r.sample].stack
+	if r.pos < 0 || int(r.pos) >= len(stack) {
+		return 0, false
+	}
+	return stack[r.pos], true
+}
+
+// A graph holds the call graphs of all entries as trees of frames. The root
+// of a tree stands for its entry and has no frame.
+type graph struct {
+	nodes []node
+}
+
+type node struct {
+	frame int32
+	first int32 // children, above the percent limit and by decreasing
+	kids  int32 // value, are nodes[first:first+kids]
+	value int64
+}
+
+// children returns the bounds of the children of node n.
+func (g *graph) children(n int32) (first, end int32) {
+	return g.nodes[n].first, g.nodes[n].first + g.nodes[n].kids
+}

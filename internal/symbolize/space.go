@@ -1,0 +1,567 @@
+// Package symbolize names the code at an address of a recorded process as
+// it was at any moment of the recording.
+//
+// A Space is built from one pass over a perf.data recording: the mappings
+// of files (MMAP, MMAP2), forks and execs, and the functions that JIT
+// runtimes described in the jitdump files the recording's marker mappings
+// point to, loaded and moved at their own times. Each process gets a
+// timeline of regions: a function loaded over an old one's place retires
+// it, a moved function leaves its old place. Lookup then answers for any
+// (pid, address, time): a jitted function with its source lines, a symbol
+// of an ELF file (perf's rules, build-ids checked, separate debug files
+// found), a perf map's entry (/tmp/perf-<pid>.map, no times: the latest
+// line wins), the vDSO or a kernel symbol (/proc/kallsyms).
+//
+// A built Space is not changed again except for symbol tables loaded on
+// first use, behind sync.Once, so Lookup may be called from many
+// goroutines.
+package symbolize
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/perfdata"
+	"github.com/jitprof/jitprof/perfmap"
+	"golang.org/x/sys/unix"
+)
+
+// Kind says what a Module is.
+type Kind uint8
+
+const (
+	ELF     Kind = iota // a file mapped from disk
+	JIT                 // the functions of a jitdump file
+	PerfMap             // a perf map, perf-<pid>.map
+	Kernel              // the kernel, named by /proc/kallsyms
+	VDSO                // the kernel's vDSO
+	Anon                // memory that no file, dump or map describes
+)
+
+// Module is what holds code: a file, a dump, a perf map, the kernel.
+type Module struct {
+	// Name is the recorded path, the dump's or perf map's path, or one
+	// of perf's names: [kernel.kallsyms], [vdso], //anon, [heap]...
+	Name    string
+	Kind    Kind
+	BuildID []byte        // as the recording gives it; nil when it does not
+	Dump    *jitcode.Dump // for JIT
+
+	load    sync.Once
+	table   *elfsym.Table // nil when there is none, or it could not be used
+	perfMap *perfmap.Table
+}
+
+// Symbol is a function, at its runtime addresses.
+type Symbol struct {
+	Name       string // as its source gives it, mangled or not
+	Start, End uint64
+	JIT        *jitcode.Function // for a jitted function: its code and lines
+}
+
+// Frame is what Lookup found at an address.
+type Frame struct {
+	Addr   uint64
+	Module *Module // nil when no mapping held the address
+	Symbol Symbol  // Name is empty when nothing named the address
+	// Map is the mapping that held the address, for ELF modules: its
+	// runtime range and the file offset of its start.
+	Map struct{ Start, End, Pgoff uint64 }
+}
+
+// Source returns the source file and line of a jitted function's
+// instruction at f.Addr, from the dump's DEBUG_INFO: the entry with the
+// greatest address not above it. Line is 0 when the dump says nothing.
+func (f Frame) Source() (file string, line uint32) {
+	fn := f.Symbol.JIT
+	if fn == nil || fn.Debug == nil {
+		return "", 0
+	}
+	// Entries are at the function's load address; it may have moved.
+	addr := f.Addr - f.Symbol.Start + fn.CodeAddr
+	var best uint64
+	for e := range fn.Debug.Entries() {
+		if e.Addr <= addr && e.Addr >= best && e.Addr >= fn.CodeAddr {
+			best, file, line = e.Addr, e.File, e.Line
+		}
+	}
+	return file, line
+}
+
+// Options says where to look for what a recording refers to.
+type Options struct {
+	// DumpDirs and PerfMapDirs are searched for dumps and perf maps not
+	// found where the recording saw them.
+	DumpDirs, PerfMapDirs []string
+	// Kallsyms is the kernel's symbol list, /proc/kallsyms when empty.
+	// It is used only when the recording was made on the running kernel.
+	Kallsyms string
+	// Warn receives what is wrong but does not stop the build: a dump
+	// not found, a dump cut short, a file whose build-id differs.
+	Warn func(error)
+}
+
+// Space is the address spaces of the recorded processes over time.
+type Space struct {
+	procs   map[uint32]*process
+	comms   map[uint32][]comm // by tid, in time order
+	modules map[moduleKey]*Module
+	kernel  *Module
+	vdso    *Module
+	anon    *Module
+	opts    Options
+	dumps   []*Module
+	// sameKernel tells that the recording was made on the running
+	// kernel, whose kallsyms and vDSO are then the recorded ones.
+	sameKernel bool
+}
+
+type moduleKey struct {
+	name    string
+	buildID string
+}
+
+type process struct {
+	timeline
+	pid uint32
+	// jitFrom is when the process's first usable dump was marked; from
+	// then on its anonymous mappings are ignored, as perf inject drops
+	// them (they would hide the jitted functions).
+	jitFrom uint64
+	perfMap *Module // loaded on first use
+	mapOnce sync.Once
+}
+
+type comm struct {
+	time uint64
+	name string
+}
+
+// event is a change of an address space, applied in time order.
+type event struct {
+	time  uint64
+	order int // in the recording or dump, for ties
+	pid   uint32
+	kind  eventKind
+	r     region // for mmap and JIT events
+	ppid  uint32 // for fork
+}
+
+type eventKind uint8
+
+const (
+	evMap eventKind = iota
+	evLoad
+	evMove
+	evFork
+	evExec
+)
+
+// builder holds what Build gathers before it places anything.
+type builder struct {
+	*Space
+	idOf    map[string][]byte // build-ids of the recording's build-id table
+	conv    *perfdata.TimeConv
+	events  []event
+	markers []marker
+}
+
+// marker is a dump's marker mapping as recorded.
+type marker struct {
+	path string
+	pid  uint32
+	time uint64
+}
+
+// Build reads the records of r (from where it is to the end) and returns
+// the address spaces they describe. A record that cannot be read ends the
+// build with an error; a dump that cannot be used is reported to
+// opts.Warn and its functions stay unnamed.
+func Build(r *perfdata.Reader, opts Options) (*Space, error) {
+	if opts.Warn == nil {
+		opts.Warn = func(error) {}
+	}
+	b := builder{Space: &Space{
+		procs:   make(map[uint32]*process),
+		comms:   make(map[uint32][]comm),
+		modules: make(map[moduleKey]*Module),
+		kernel:  &Module{Name: "[kernel.kallsyms]", Kind: Kernel},
+		vdso:    &Module{Name: "[vdso]", Kind: VDSO},
+		anon:    &Module{Name: "//anon", Kind: Anon},
+		opts:    opts,
+	}}
+	b.sameKernel = recordedOnThisKernel(r)
+	buildIDs, err := r.BuildIDs()
+	if err != nil {
+		return nil, err
+	}
+	b.idOf = make(map[string][]byte, len(buildIDs))
+	for _, id := range buildIDs {
+		b.idOf[strings.Clone(id.Filename)] = bytes.Clone(id.ID)
+	}
+	if err := b.scan(r); err != nil {
+		return nil, err
+	}
+	b.loadDumps()
+	slices.SortStableFunc(b.events, func(x, y event) int {
+		if c := cmp.Compare(x.time, y.time); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.order, y.order)
+	})
+	for _, ev := range b.events {
+		b.apply(ev)
+	}
+	for _, p := range b.procs {
+		p.index()
+	}
+	for _, c := range b.comms {
+		slices.SortStableFunc(c, func(x, y comm) int { return cmp.Compare(x.time, y.time) })
+	}
+	return b.Space, nil
+}
+
+// scan gathers the events of the recording: mappings, forks, execs, and
+// the names of threads.
+func (b *builder) scan(r *perfdata.Reader) error {
+	reuse := r.ReuseRecord
+	r.ReuseRecord = true
+	defer func() { r.ReuseRecord = reuse }()
+	for n := 0; ; n++ {
+		raw, err := r.NextRaw()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch raw.Type() {
+		case perfdata.TypeMmap, perfdata.TypeMmap2, perfdata.TypeComm, perfdata.TypeFork, perfdata.TypeTimeConv:
+		default:
+			continue
+		}
+		switch rec := r.Decode(raw).(type) {
+		case *perfdata.TimeConv:
+			c := *rec
+			b.conv = &c
+		case *perfdata.Mmap:
+			b.mapping(n, rec.Misc, rec.Pid, rec.Trailer.Time, rec.Addr, rec.Len, rec.Pgoff, rec.Filename, b.idOf[rec.Filename])
+		case *perfdata.Mmap2:
+			id := b.idOf[rec.Filename]
+			if rec.Misc&perfdata.MiscMmapBuildID != 0 {
+				id = rec.BuildID
+			}
+			b.mapping(n, rec.Misc, rec.Pid, rec.Trailer.Time, rec.Addr, rec.Len, rec.Pgoff, rec.Filename, id)
+		case *perfdata.Comm:
+			b.comms[rec.Tid] = append(b.comms[rec.Tid], comm{rec.Trailer.Time, strings.Clone(rec.Comm)})
+			if rec.Misc&perfdata.MiscCommExec != 0 && rec.Pid == rec.Tid {
+				b.events = append(b.events, event{time: rec.Trailer.Time, order: n, pid: rec.Pid, kind: evExec})
+			}
+		case *perfdata.Task:
+			// A new thread or process starts with its parent's name.
+			if c := b.comms[rec.PTid]; len(c) > 0 && len(b.comms[rec.Tid]) == 0 {
+				b.comms[rec.Tid] = []comm{{rec.Time, c[len(c)-1].name}}
+			}
+			if rec.Pid != rec.PPid { // a thread shares its process's address space
+				b.events = append(b.events, event{time: rec.Time, order: n, pid: rec.Pid, ppid: rec.PPid, kind: evFork})
+			}
+		}
+	}
+}
+
+// mapping records a mapping of a file into a process, or a dump's marker.
+func (b *builder) mapping(n int, misc uint16, pid uint32, time, addr, size, pgoff uint64, filename string, buildID []byte) {
+	if pid == math.MaxUint32 || misc&perfdata.MiscMmapData != 0 || addr+size < addr {
+		return // the kernel's (kallsyms names it), or data samples never land in
+	}
+	if jitcode.IsMarker(filename) {
+		b.markers = append(b.markers, marker{path: strings.Clone(filename), pid: pid, time: time})
+		return
+	}
+	var m *Module
+	switch {
+	case jitcode.IsAnonymous(filename) || filename == "/dev/zero" || strings.HasPrefix(filename, "/anon_hugepage"):
+		m = b.anon
+	case filename == "[vdso]":
+		m = b.vdso
+	default:
+		key := moduleKey{filename, string(buildID)}
+		if m = b.modules[key]; m == nil {
+			key.name = strings.Clone(filename) // outlives the recording's mapping
+			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID)}
+			b.modules[key] = m
+		}
+	}
+	b.events = append(b.events, event{time: time, order: n, pid: pid, kind: evMap,
+		r: region{start: addr, end: addr + size, pgoff: pgoff, module: m}})
+}
+
+// loadDumps reads the dumps the markers point to, in parallel, and adds
+// their loads and moves to the events, at the pid of the marker (which
+// is the recorded one when the runtime ran in another pid namespace).
+func (b *builder) loadDumps() {
+	byPath := make(map[string][]marker)
+	for _, m := range b.markers {
+		byPath[m.path] = append(byPath[m.path], m)
+	}
+	paths := slices.Sorted(maps.Keys(byPath))
+	found := make([]*jitcode.Dump, len(paths))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, path := range paths {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			at, err := jitcode.Locate(path, b.opts.DumpDirs)
+			if err != nil {
+				b.opts.Warn(err)
+				return
+			}
+			d, err := jitcode.Read(at)
+			if err != nil {
+				b.opts.Warn(fmt.Errorf("dump %s not used: %w", at, err))
+				return
+			}
+			for _, p := range d.Problems {
+				b.opts.Warn(p)
+			}
+			found[i] = d
+		})
+	}
+	wg.Wait()
+	order := len(b.events)
+	for i, d := range found {
+		if d == nil {
+			continue
+		}
+		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
+		b.dumps = append(b.dumps, mod)
+		ms := byPath[paths[i]]
+		first := slices.MinFunc(ms, func(x, y marker) int { return cmp.Compare(x.time, y.time) })
+		p := b.proc(first.pid)
+		if p.jitFrom == 0 || first.time < p.jitFrom {
+			p.jitFrom = first.time
+		}
+		for _, e := range d.Events {
+			if e.Func.CodeSize == 0 {
+				continue // nothing can be sampled in it
+			}
+			ev := event{time: d.PerfTime(e.Time, b.conv), order: order, pid: first.pid, kind: evLoad,
+				r: region{start: e.Addr, end: e.Addr + e.Func.CodeSize, module: mod, fn: e.Func}}
+			if e.Move {
+				ev.kind = evMove
+			}
+			b.events = append(b.events, ev)
+			order++
+		}
+	}
+}
+
+func (s *Space) proc(pid uint32) *process {
+	p := s.procs[pid]
+	if p == nil {
+		p = &process{pid: pid}
+		s.procs[pid] = p
+	}
+	return p
+}
+
+// apply changes an address space as ev says.
+func (b *builder) apply(ev event) {
+	p := b.proc(ev.pid)
+	r := ev.r
+	r.from, r.until = ev.time, forever
+	switch ev.kind {
+	case evMap:
+		if r.module.Kind == Anon && p.jitFrom != 0 && ev.time >= p.jitFrom {
+			return
+		}
+		p.place(r)
+	case evLoad:
+		p.place(r)
+	case evMove:
+		p.retire(ev.time, func(old *region) bool { return old.fn == r.fn })
+		p.place(r)
+	case evFork:
+		if parent := b.procs[ev.ppid]; parent != nil {
+			p.inherit(&parent.timeline, ev.time)
+		}
+	case evExec:
+		p.retire(ev.time, func(*region) bool { return true })
+	}
+}
+
+// recordedOnThisKernel tells whether r was recorded on the running kernel,
+// by its release.
+func recordedOnThisKernel(r *perfdata.Reader) bool {
+	release, ok, err := r.StringFeature(perfdata.FeatureOSRelease)
+	if err != nil || !ok {
+		return false
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return release == unix.ByteSliceToString(u.Release[:])
+}
+
+// Lookup returns what held addr in process pid at time t (perf's clock);
+// kernel says addr is a kernel address. A recording without times asks
+// with t = math.MaxUint64 - 1: the last state of each process.
+func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
+	f := Frame{Addr: addr}
+	if kernel {
+		f.Module = s.kernel
+		s.resolve(&f, s.kernel, addr)
+		return f
+	}
+	p := s.procs[pid]
+	if p == nil {
+		return f
+	}
+	r := p.find(addr, t)
+	if r == nil || r.module.Kind == Anon {
+		if m := s.perfMap(p); m != nil {
+			if e, ok := m.perfMap.Lookup(addr); ok {
+				f.Module, f.Symbol = m, Symbol{Name: e.Name, Start: e.Start, End: e.Start + e.Size}
+				return f
+			}
+		}
+		if r != nil {
+			f.Module = r.module
+		}
+		return f
+	}
+	f.Module = r.module
+	f.Map.Start, f.Map.End, f.Map.Pgoff = r.start, r.end, r.pgoff
+	if r.fn != nil {
+		base := r.start - r.pgoff
+		f.Symbol = Symbol{Name: r.fn.Name, Start: base, End: base + r.fn.CodeSize, JIT: r.fn}
+		return f
+	}
+	s.resolve(&f, r.module, addr-r.start+r.pgoff)
+	return f
+}
+
+// resolve names f from m's symbol table; at is a file offset for ELF
+// files and the vDSO, an address for the kernel.
+func (s *Space) resolve(f *Frame, m *Module, at uint64) {
+	m.load.Do(func() { s.loadSymbols(m) })
+	if m.table == nil {
+		return
+	}
+	vaddr := at
+	if m.Kind != Kernel {
+		var ok bool
+		if vaddr, ok = m.table.Vaddr(at); !ok {
+			return
+		}
+	}
+	sym, ok := m.table.Lookup(vaddr)
+	if !ok {
+		return
+	}
+	// Back to runtime addresses: the symbol is where f.Addr is, shifted.
+	f.Symbol = Symbol{Name: sym.Name, Start: f.Addr - (vaddr - sym.Start), End: f.Addr + (sym.End - vaddr)}
+}
+
+// loadSymbols reads m's symbol table, if it is the recorded one.
+func (s *Space) loadSymbols(m *Module) {
+	var (
+		t   *elfsym.Table
+		err error
+	)
+	switch m.Kind {
+	case Kernel:
+		if !s.sameKernel {
+			return
+		}
+		path := cmp.Or(s.opts.Kallsyms, "/proc/kallsyms")
+		if t, err = elfsym.ReadKallsyms(path); err != nil {
+			s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
+			return
+		}
+	case VDSO:
+		if !s.sameKernel {
+			return
+		}
+		if t, err = elfsym.VDSO(); err != nil {
+			return
+		}
+	case ELF:
+		if t, err = elfsym.Open(m.Name); err != nil {
+			return // perf too leaves a file it cannot read unnamed, quietly
+		}
+		if m.BuildID != nil && t.BuildID() != nil && !bytes.Equal(m.BuildID, t.BuildID()) {
+			s.opts.Warn(fmt.Errorf("%s: build-id %x differs from the recorded %x: the file changed since the recording, its symbols are not used", m.Name, t.BuildID(), m.BuildID))
+			return
+		}
+	default:
+		return
+	}
+	m.table = t
+}
+
+// perfMap returns the module of p's perf map, or nil when it has none.
+func (s *Space) perfMap(p *process) *Module {
+	p.mapOnce.Do(func() {
+		name := fmt.Sprintf("perf-%d.map", p.pid)
+		candidates := []string{filepath.Join("/tmp", name), filepath.Join(fmt.Sprintf("/proc/%d/root/tmp", p.pid), name)}
+		for _, d := range s.opts.PerfMapDirs {
+			candidates = append(candidates, filepath.Join(d, name))
+		}
+		for _, path := range candidates {
+			entries, bad, err := perfmap.ParseFile(path)
+			if err != nil {
+				continue
+			}
+			if len(bad) > 0 {
+				s.opts.Warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
+			}
+			p.perfMap = &Module{Name: path, Kind: PerfMap, perfMap: perfmap.NewTable(entries)}
+			return
+		}
+	})
+	return p.perfMap
+}
+
+// Comm returns the name thread tid had at time t, or "" when the recording
+// never named it.
+func (s *Space) Comm(tid uint32, t uint64) string {
+	c := s.comms[tid]
+	if len(c) == 0 {
+		return ""
+	}
+	i, _ := slices.BinarySearchFunc(c, t, func(x comm, t uint64) int {
+		if x.time <= t {
+			return -1
+		}
+		return 1
+	})
+	return c[max(i-1, 0)].name
+}
+
+// Close unmaps the dumps. Frames found before keep their names only if the
+// caller copied them.
+func (s *Space) Close() error {
+	var errs []error
+	for _, m := range s.dumps {
+		errs = append(errs, m.Dump.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Dumps returns the modules of the dumps in use.
+func (s *Space) Dumps() []*Module { return s.dumps }

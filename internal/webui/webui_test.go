@@ -1,0 +1,289 @@
+package webui
+
+import (
+	"context"
+	"debug/elf"
+	"flag"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/jitcode"
+)
+
+// testProfile builds a CPU profile of three functions of the node dump at
+// path. It is a test input, not a recording: its samples are stacks of two
+// or three of the functions, at one of their line entries each, under main
+// in node's executable as the native root.
+func testProfile(t *testing.T, path string, d *jitcode.Dump, node string) (*profile.Profile, []*jitcode.Function) {
+	t.Helper()
+	fns := linedFunctions(d, 3)
+	if len(fns) < 3 {
+		t.Fatalf("node wrote %d functions with lines, want 3", len(fns))
+	}
+	fns = fns[:3]
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:     100000,
+		TimeNanos:  time.Now().UnixNano(),
+	}
+	jit := &profile.Mapping{ID: 1, File: path, HasFunctions: true, HasFilenames: true, HasLineNumbers: true, Start: ^uint64(0)}
+	p.Mapping = append(p.Mapping, jit)
+	var locs []*profile.Location
+	for _, fn := range fns {
+		jit.Start = min(jit.Start, fn.CodeAddr)
+		jit.Limit = max(jit.Limit, fn.CodeAddr+fn.CodeSize)
+		e := firstEntry(fn)
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: fn.Name, SystemName: fn.Name, Filename: e.File}
+		p.Function = append(p.Function, f)
+		locs = append(locs, &profile.Location{ID: uint64(len(locs) + 1), Mapping: jit, Address: e.Addr,
+			Line: []profile.Line{{Function: f, Line: int64(e.Line)}}})
+	}
+
+	ef, err := elf.Open(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	native := &profile.Mapping{ID: 2, File: node, HasFunctions: true}
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_LOAD && prog.Flags&elf.PF_X != 0 {
+			native.Start, native.Limit, native.Offset = prog.Vaddr&^0xfff, prog.Vaddr+prog.Memsz, prog.Off&^0xfff
+		}
+	}
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(syms, func(s elf.Symbol) bool { return s.Name == "main" })
+	if i < 0 {
+		t.Fatalf("%s has no main", node)
+	}
+	mainFn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: "main", SystemName: "main"}
+	p.Function = append(p.Function, mainFn)
+	root := &profile.Location{ID: uint64(len(locs) + 1), Mapping: native, Address: syms[i].Value,
+		Line: []profile.Line{{Function: mainFn}}}
+	p.Mapping = append(p.Mapping, native)
+	p.Location = append(locs, root)
+
+	for _, s := range []struct {
+		stack []*profile.Location // leaf first
+		n     int64
+	}{
+		{[]*profile.Location{locs[0], locs[1], locs[2], root}, 50},
+		{[]*profile.Location{locs[1], locs[2], root}, 30},
+		{[]*profile.Location{locs[0], locs[2], root}, 20},
+	} {
+		p.Sample = append(p.Sample, &profile.Sample{Location: s.stack, Value: []int64{s.n, s.n * p.Period}})
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	return p, fns
+}
+
+// serveTest serves p until the test ends, and returns the interface's URL.
+func serveTest(t *testing.T, p *profile.Profile, dumps map[string]*jitcode.Dump) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, p, Options{HostPort: "127.0.0.1:0", Dumps: dumps, Ready: func(u string) { ready <- u }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return 10 s after its context was canceled")
+		}
+	})
+	select {
+	case u := <-ready:
+		return u
+	case err := <-done:
+		t.Fatalf("Serve: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve was not ready after 30 s")
+	}
+	return ""
+}
+
+// get fetches u and returns its body, unescaped from HTML.
+func get(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
+	}
+	return html.UnescapeString(string(body))
+}
+
+// lookChromium returns the path of Chromium's command.
+func lookChromium(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		missing(t, "chromium is not installed (Debian package chromium): %v", err)
+	}
+	return bin
+}
+
+// chromium runs headless Chromium, bin, with args after the options every
+// run needs, and returns its standard output.
+func chromium(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// --no-sandbox: Chromium's sandbox refuses to run as root. The
+	// virtual time budget lets the page's scripts finish before the DOM
+	// or the screenshot is taken, however slow the machine.
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless=new", "--no-sandbox", "--disable-gpu",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=10000"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// scriptElems matches script elements, which hold the profile's data: a
+// name found outside them was put in the page by the flame graph's code.
+var scriptElems = regexp.MustCompile(`(?s)<script.*?</script>`)
+
+func TestWebUI(t *testing.T) {
+	browser := lookChromium(t)
+	path, d := nodeDump(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err) // nodeDump ran it
+	}
+	p, fns := testProfile(t, path, d, node)
+	base := serveTest(t, p, map[string]*jitcode.Dump{path: d})
+
+	// The flame graph, drawn by its scripts in a real browser.
+	dom := scriptElems.ReplaceAllString(chromium(t, browser, "--dump-dom", base+"/ui/flamegraph"), "")
+	drawn := 0
+	for _, fn := range fns {
+		if strings.Contains(html.UnescapeString(dom), fn.Name) {
+			drawn++
+		}
+	}
+	if drawn == 0 || !strings.Contains(dom, `class="boxtext"`) {
+		t.Errorf("the flame graph shows none of %q:\n%s", []string{fns[0].Name, fns[1].Name, fns[2].Name}, dom)
+	}
+
+	// The disassembly of a jitted function, from the dump: instructions,
+	// with the function's source lines.
+	fn := fns[0]
+	text := get(t, base+"/ui/disasm?f="+url.QueryEscape(regexp.QuoteMeta(fn.Name)))
+	if !strings.Contains(text, "ROUTINE ======================== "+fn.Name) {
+		t.Fatalf("the disassembly of %s has no routine for it:\n%s", fn.Name, text)
+	}
+	insts := regexp.MustCompile(`(?m)^\s+\S+\s+\S+\s+[0-9a-f]+: (\S+)`).FindAllStringSubmatch(text, -1)
+	if len(insts) < 10 {
+		t.Errorf("the disassembly of %s has %d instructions:\n%s", fn.Name, len(insts), text)
+	}
+	// pprof writes the base name of the file.
+	e := firstEntry(fn)
+	if line := fmt.Sprintf("%s %s:%d\n", fn.Name, filepath.Base(e.File), e.Line); !strings.Contains(text, line) {
+		t.Errorf("the disassembly of %s has no %q:\n%s", fn.Name, line, text)
+	}
+
+	// pprof's source view falls back to the instructions' lines.
+	if text := get(t, base+"/ui/source?f="+url.QueryEscape(regexp.QuoteMeta(fn.Name))); !strings.Contains(text, fn.Name) {
+		t.Errorf("the source view of %s does not name it:\n%s", fn.Name, text)
+	}
+
+	// Paths outside the driver's handlers are not served.
+	resp, err := http.Get(base + "/ui/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /ui/debug/pprof/: %s, want 404", resp.Status)
+	}
+}
+
+var (
+	screenshot        = flag.String("screenshot", "", "write a PNG `file` of the flame graph, such as docs/webui.png")
+	screenshotProfile = flag.String("screenshot.profile", "", "show the pprof `file` that jitprof report --format pprof wrote, its dumps at their recorded paths, instead of the test's profile")
+)
+
+// TestScreenshot makes the documentation's picture of the web interface,
+// when given -screenshot. For a real profile rather than the test's, record
+// a node run and have jitprof make a profile of it:
+//
+//	cd $(mktemp -d)
+//	perf record -g -k mono -F 10000 node --perf-prof .../shared/workloads/manyfunctions.js 1500
+//	jitprof report --format pprof -o profile.pb.gz
+//	cd - && go test ./internal/webui -run TestScreenshot \
+//		-screenshot $PWD/docs/webui.png -screenshot.profile $OLDPWD/profile.pb.gz
+func TestScreenshot(t *testing.T) {
+	if *screenshot == "" {
+		t.Skip("no -screenshot file given")
+	}
+	browser := lookChromium(t)
+	out, err := filepath.Abs(*screenshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *profile.Profile
+	dumps := make(map[string]*jitcode.Dump)
+	if *screenshotProfile != "" {
+		f, err := os.Open(*screenshotProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if p, err = profile.Parse(f); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range p.Mapping {
+			// Reading tells dumps from other files.
+			if d, err := jitcode.Read(m.File); err == nil {
+				defer d.Close()
+				dumps[m.File] = d
+			}
+		}
+	} else {
+		path, d := nodeDump(t)
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ = testProfile(t, path, d, node)
+		dumps[path] = d
+	}
+	base := serveTest(t, p, dumps)
+	chromium(t, browser, "--screenshot="+out, "--window-size=1400,900", "--hide-scrollbars", base+"/ui/flamegraph")
+	t.Logf("wrote %s", out)
+}
