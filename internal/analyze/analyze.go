@@ -9,14 +9,13 @@
 package analyze
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/jitcode"
@@ -68,63 +67,64 @@ func (r *Result) Close() error { return r.Space.Close() }
 
 // Run reads opts.Input twice: once to build the address spaces, once to
 // symbolize and merge the samples.
+//
+// Both passes stream the file rather than map it: a mapped recording would
+// count in the process's resident memory, twice over while both passes
+// hold it.
 func Run(opts Options) (*Result, error) {
-	f, err := perfdata.Open(opts.Input)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if err := jitcode.CheckClock(f.Attrs()); err != nil && hasMarkers(opts.Input) {
-		return nil, fmt.Errorf("%s: %w", opts.Input, err)
-	}
-	space, err := symbolize.Build(f.Reader, opts.Options)
-	if err != nil {
-		return nil, err
-	}
-
-	g, err := perfdata.Open(opts.Input)
-	if err != nil {
-		return nil, err
-	}
-	defer g.Close()
-	a, err := newAggregator(g.Reader, space, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.read(g.Reader); err != nil {
-		return nil, err
-	}
-	return a.result(), nil
-}
-
-// hasMarkers tells whether the recording maps a jitdump marker: only then
-// do its times have to be the dumps' clock.
-func hasMarkers(path string) bool {
-	f, err := perfdata.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	f.ReuseRecord = true
-	for {
-		raw, err := f.NextRaw()
-		if err != nil {
-			return false
+	var space *symbolize.Space
+	err := withReader(opts.Input, func(r *perfdata.Reader) error {
+		var err error
+		if space, err = symbolize.Build(r, opts.Options); err != nil {
+			return err
 		}
-		switch raw.Type() {
-		case perfdata.TypeMmap, perfdata.TypeMmap2:
-			switch rec := f.Decode(raw).(type) {
-			case *perfdata.Mmap:
-				if jitcode.IsMarker(rec.Filename) {
-					return true
-				}
-			case *perfdata.Mmap2:
-				if jitcode.IsMarker(rec.Filename) {
-					return true
-				}
+		if len(space.Dumps()) > 0 {
+			if err := jitcode.CheckClock(r.Attrs()); err != nil {
+				space.Close()
+				return fmt.Errorf("%s: %w", opts.Input, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	var res *Result
+	err = withReader(opts.Input, func(r *perfdata.Reader) error {
+		a, err := newAggregator(r, space, opts)
+		if err != nil {
+			return err
+		}
+		if err := a.read(r); err != nil {
+			return err
+		}
+		res = a.result()
+		return nil
+	})
+	if err != nil {
+		space.Close()
+		return nil, err
+	}
+	return res, nil
+}
+
+// withReader calls read with a streaming Reader of the recording at path.
+func withReader(path string, read func(*perfdata.Reader) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	r, err := perfdata.NewReader(f, fi.Size())
+	if err != nil {
+		return err
+	}
+	r.SetName(path)
+	return read(r)
 }
 
 // location is a distinct frame: the same function at the same address.
@@ -135,13 +135,34 @@ type location struct {
 	addr   uint64
 }
 
-// stack is a distinct sample: its frames and labels.
-type stack struct {
-	pid, tid uint32
-	comm     string
-	locs     []uint32 // location ids, leaf first
-	count    int64
-	period   int64
+// Stacks are kept as nodes of a calling context tree: a node is a location
+// called from its parent node, and a stack is the node of its leaf. Stacks
+// share their callers' nodes, so a profile of deep call chains costs a
+// few bytes per distinct stack rather than a few per frame.
+type node struct {
+	parent, loc uint32 // the root is node 0, location 0
+}
+
+// stackKey is a distinct sample: a thread and its stack.
+type stackKey struct {
+	pid, tid, comm uint32
+	node           uint32
+}
+
+// total is what a distinct sample adds up.
+type total struct{ count, period int64 }
+
+// pcKey is where a lookup's answer can be reused: the same address of the
+// same process, at another time the answer still holds for.
+type pcKey struct {
+	pid    uint32
+	kernel bool
+	pc     uint64
+}
+
+type cached struct {
+	id          uint32
+	from, until uint64
 }
 
 type aggregator struct {
@@ -153,11 +174,15 @@ type aggregator struct {
 	period uint64 // the fixed period, 0 when sampled by frequency
 
 	locIDs  map[location]uint32
+	lookups map[pcKey]cached
 	frames  []symbolize.Frame
 	names   []string // demangled, by location id - 1
 	matches []bool   // by location id - 1: the name matches the symbol filter
-	stacks  map[string]*stack
-	key     []byte
+	comms   []string
+	commIDs map[string]uint32
+	nodes   []node
+	nodeIDs map[node]uint32
+	stacks  map[stackKey]total
 	ids     []uint32
 
 	samples, kept, jitted int
@@ -167,12 +192,16 @@ type aggregator struct {
 
 func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*aggregator, error) {
 	a := &aggregator{
-		space:  space,
-		filter: opts.Filter,
-		attrs:  make(map[*perfdata.Attr]bool),
-		locIDs: make(map[location]uint32),
-		stacks: make(map[string]*stack),
-		first:  math.MaxUint64,
+		space:   space,
+		filter:  opts.Filter,
+		attrs:   make(map[*perfdata.Attr]bool),
+		locIDs:  make(map[location]uint32),
+		lookups: make(map[pcKey]cached),
+		commIDs: make(map[string]uint32),
+		nodes:   []node{{}},
+		nodeIDs: make(map[node]uint32),
+		stacks:  make(map[stackKey]total),
+		first:   math.MaxUint64,
 	}
 	descs, err := r.EventDescs()
 	if err != nil {
@@ -299,28 +328,49 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	}
 	a.first, a.last = min(a.first, t), max(a.last, t)
 
-	a.key = binary.LittleEndian.AppendUint32(a.key[:0], s.Pid)
-	a.key = binary.LittleEndian.AppendUint32(a.key, s.Tid)
-	a.key = append(a.key, comm...)
-	a.key = append(a.key, 0)
-	a.key = append(a.key, unsafe.Slice((*byte)(unsafe.Pointer(&a.ids[0])), 4*len(a.ids))...)
-	st := a.stacks[string(a.key)]
-	if st == nil {
-		st = &stack{pid: s.Pid, tid: s.Tid, comm: comm, locs: slices.Clone(a.ids)}
-		a.stacks[string(a.key)] = st
+	commID, ok := a.commIDs[comm]
+	if !ok {
+		commID = uint32(len(a.comms))
+		a.comms = append(a.comms, strings.Clone(comm))
+		a.commIDs[a.comms[commID]] = commID
 	}
-	st.count++
+	var leaf uint32
+	for _, loc := range slices.Backward(a.ids) {
+		n := node{leaf, loc}
+		id, ok := a.nodeIDs[n]
+		if !ok {
+			id = uint32(len(a.nodes))
+			a.nodes = append(a.nodes, n)
+			a.nodeIDs[n] = id
+		}
+		leaf = id
+	}
+	key := stackKey{s.Pid, s.Tid, commID, leaf}
+	tot := a.stacks[key]
+	tot.count++
 	if a.period != 0 {
-		st.period += int64(a.period)
+		tot.period += int64(a.period)
 	} else {
-		st.period += int64(s.Period)
+		tot.period += int64(s.Period)
 	}
+	a.stacks[key] = tot
 }
 
 // locate returns the id of the location of pc.
 func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
+	pk := pcKey{pid, kernel, pc}
+	if c, ok := a.lookups[pk]; ok && c.from <= t && t < c.until {
+		return c.id
+	}
 	fr := a.space.Lookup(pid, pc, t, kernel)
-	key := location{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start, addr: pc}
+	id := a.intern(fr)
+	a.lookups[pk] = cached{id, fr.From, fr.Until}
+	return id
+}
+
+// intern returns the id of fr's location, a new one the first time.
+func (a *aggregator) intern(fr symbolize.Frame) uint32 {
+	key := location{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start, addr: fr.Addr}
 	if fr.Symbol.Name == "" {
 		key.start = 0
 	}

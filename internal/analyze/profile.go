@@ -96,18 +96,37 @@ func (a *aggregator) result() *Result {
 		loc.Line = []profile.Line{{Function: fn, Line: int64(line)}}
 	}
 
-	keys := slices.Sorted(maps.Keys(a.stacks)) // a stable order for stable output
+	// The tree's lookup map is no longer needed; the profile takes room.
+	a.nodeIDs, a.locIDs, a.lookups = nil, nil, nil
+
+	// Samples of one thread share their label maps: pprof only reads them.
+	type labels struct {
+		str map[string][]string
+		num map[string][]int64
+	}
+	labelsOf := make(map[[3]uint32]labels)
+	keys := slices.SortedFunc(maps.Keys(a.stacks), func(x, y stackKey) int { // a stable order for stable output
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.node, y.node))
+	})
 	p.Sample = make([]*profile.Sample, 0, len(keys))
 	for _, k := range keys {
-		st := a.stacks[k]
-		s := &profile.Sample{
-			Value:    []int64{st.count, st.period},
-			Label:    map[string][]string{"comm": {st.comm}},
-			NumLabel: map[string][]int64{"pid": {int64(st.pid)}, "tid": {int64(st.tid)}},
+		tot := a.stacks[k]
+		th := [3]uint32{k.pid, k.tid, k.comm}
+		l, ok := labelsOf[th]
+		if !ok {
+			l = labels{
+				str: map[string][]string{"comm": {a.comms[k.comm]}},
+				num: map[string][]int64{"pid": {int64(k.pid)}, "tid": {int64(k.tid)}},
+			}
+			labelsOf[th] = l
 		}
-		s.Location = make([]*profile.Location, len(st.locs))
-		for i, id := range st.locs {
-			s.Location[i] = p.Location[id-1]
+		depth := 0
+		for n := k.node; n != 0; n = a.nodes[n].parent {
+			depth++
+		}
+		s := &profile.Sample{Value: []int64{tot.count, tot.period}, Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, 0, depth)}
+		for n := k.node; n != 0; n = a.nodes[n].parent {
+			s.Location = append(s.Location, p.Location[a.nodes[n].loc-1])
 		}
 		p.Sample = append(p.Sample, s)
 	}

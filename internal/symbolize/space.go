@@ -79,6 +79,9 @@ type Frame struct {
 	// Map is the mapping that held the address, for ELF modules: its
 	// runtime range and the file offset of its start.
 	Map struct{ Start, End, Pgoff uint64 }
+	// From and Until bound the times for which this answer holds, for
+	// callers that cache it: [From, Until).
+	From, Until uint64
 }
 
 // Source returns the source file and line of a jitted function's
@@ -421,8 +424,9 @@ func recordedOnThisKernel(r *perfdata.Reader) bool {
 // kernel says addr is a kernel address. A recording without times asks
 // with t = math.MaxUint64 - 1: the last state of each process.
 func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
-	f := Frame{Addr: addr}
+	f := Frame{Addr: addr, From: t, Until: t + 1}
 	if kernel {
+		f.From, f.Until = 0, forever
 		f.Module = s.kernel
 		s.resolve(&f, s.kernel, addr)
 		return f
@@ -446,6 +450,7 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 	}
 	f.Module = r.module
 	f.Map.Start, f.Map.End, f.Map.Pgoff = r.start, r.end, r.pgoff
+	f.From, f.Until = r.from, r.until
 	if r.fn != nil {
 		base := r.start - r.pgoff
 		f.Symbol = Symbol{Name: r.fn.Name, Start: base, End: base + r.fn.CodeSize, JIT: r.fn}
