@@ -35,6 +35,7 @@ profiles of that code into symbolized reports.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd())
+	new(selfProfile).register(root)
 	return root
 }
 
