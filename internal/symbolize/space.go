@@ -85,21 +85,15 @@ type Frame struct {
 }
 
 // Source returns the source file and line of a jitted function's
-// instruction at f.Addr, from the dump's DEBUG_INFO: the entry with the
-// greatest address not above it. Line is 0 when the dump says nothing.
+// instruction at f.Addr, from the dump's DEBUG_INFO. Line is 0 when the
+// dump says nothing.
 func (f Frame) Source() (file string, line uint32) {
 	fn := f.Symbol.JIT
-	if fn == nil || fn.Debug == nil {
+	if fn == nil {
 		return "", 0
 	}
-	// Entries are at the function's load address; it may have moved.
-	addr := f.Addr - f.Symbol.Start + fn.CodeAddr
-	var best uint64
-	for e := range fn.Debug.Entries() {
-		if e.Addr <= addr && e.Addr >= best && e.Addr >= fn.CodeAddr {
-			best, file, line = e.Addr, e.File, e.Line
-		}
-	}
+	// The table is at the function's load address; it may have moved.
+	file, line, _ = fn.Lines().At(f.Addr - f.Symbol.Start + fn.CodeAddr)
 	return file, line
 }
 

@@ -12,8 +12,6 @@ import (
 
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/jitcode"
-	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/jitelf"
 )
 
 // objTool is the driver's ObjTool: it reads the symbols, source lines and
@@ -117,25 +115,15 @@ type placed struct {
 	fn    *jitcode.Function
 	addr  uint64
 	order int // of the load or move in the dump; later ones are greater
-	lines []jitdump.DebugEntry
+	lines jitcode.Lines
 }
 
 func (p *placed) end() uint64 { return p.addr + p.fn.CodeSize }
 
-// line returns the source line of addr: that of the DEBUG_INFO entry with
-// the greatest address at or below it, since an entry covers the code up to
-// the next one. This gives the code before a function's first entry the
-// line of the last entry before its start (Erlang writes one there), and no
-// line when there is none, as jitelf does for perf. Entries are at the
-// addresses of the load, so they move with the code.
+// line returns the source line of addr.
 func (p *placed) line(addr uint64) (file string, line int) {
-	addr -= p.addr - p.fn.CodeAddr
-	i := sort.Search(len(p.lines), func(i int) bool { return p.lines[i].Addr > addr })
-	if i == 0 {
-		return "", 0
-	}
-	e := p.lines[i-1]
-	return e.File, int(e.Line)
+	f, l, _ := p.lines.At(addr - (p.addr - p.fn.CodeAddr))
+	return f, int(l)
 }
 
 // jitFile is a jitdump file as pprof's ObjFile, addressed at run time.
@@ -161,21 +149,14 @@ func newJITFile(path string, d *jitcode.Dump) *jitFile {
 		// to be this one.
 		jf.mach = hostMachine()
 	}
-	lines := make(map[*jitcode.Function][]jitdump.DebugEntry)
+	lines := make(map[*jitcode.Function]jitcode.Lines)
 	for i, ev := range d.Events {
 		fn := ev.Func
 		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
 			continue // covers nothing, or wraps around
 		}
-		if _, ok := lines[fn]; !ok && fn.Debug != nil {
-			var entries []jitdump.DebugEntry
-			bias := jitelf.LineBias(fn.CodeLoad) // LLVM's entries are off by it
-			for e := range fn.Debug.Entries() {
-				e.Addr -= bias
-				entries = append(entries, e)
-			}
-			sort.SliceStable(entries, func(i, j int) bool { return entries[i].Addr < entries[j].Addr })
-			lines[fn] = entries
+		if _, ok := lines[fn]; !ok {
+			lines[fn] = fn.Lines()
 		}
 		jf.placed = append(jf.placed, &placed{fn: fn, addr: ev.Addr, order: i, lines: lines[fn]})
 		jf.maxSize = max(jf.maxSize, fn.CodeSize)

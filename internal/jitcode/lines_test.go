@@ -1,0 +1,59 @@
+package jitcode
+
+import (
+	"testing"
+
+	"github.com/jitprof/jitprof/jitdump"
+	"github.com/jitprof/jitprof/jitelf"
+)
+
+func TestLines(t *testing.T) {
+	entries := []jitdump.DebugEntry{{Addr: 0x1010, Line: 2, File: "f"}, {Addr: 0x0ff0, Line: 1, File: "f"}, {Addr: 0x1020, Line: 3, File: "g"}}
+	tests := []struct {
+		name string
+		vma  uint64 // LLVM's listener writes 0, and biases every entry
+		bias uint64
+		at   []struct {
+			addr uint64
+			file string
+			line uint32
+		}
+	}{
+		{name: "plain", vma: 0x1000, at: []struct {
+			addr uint64
+			file string
+			line uint32
+		}{{0x0fef, "", 0}, {0x1000, "f", 1}, {0x1010, "f", 2}, {0x101f, "f", 2}, {0x1020, "g", 3}, {0x2000, "g", 3}}},
+		{name: "LLVM", vma: 0, bias: jitelf.LLVMLineBias, at: []struct {
+			addr uint64
+			file string
+			line uint32
+		}{{0x1010 - jitelf.LLVMLineBias, "f", 2}, {0x1010 - jitelf.LLVMLineBias - 1, "f", 1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeDump(t, func(w *jitdump.Writer) {
+				var biased []jitdump.DebugEntry
+				for _, e := range entries {
+					e.Addr += tc.bias
+					biased = append(biased, e)
+				}
+				w.Load(&jitdump.Function{Name: "fn", Addr: 0x1000, Code: make([]byte, 0x40), Lines: biased})
+			})
+			d, err := Read(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			fn := d.Functions[0]
+			fn.VMA = tc.vma
+			lines := fn.Lines()
+			for _, q := range tc.at {
+				file, line, ok := lines.At(q.addr)
+				if file != q.file || line != q.line || ok != (q.line != 0) {
+					t.Errorf("At(%#x) = %q:%d %v, want %q:%d", q.addr, file, line, ok, q.file, q.line)
+				}
+			}
+		})
+	}
+}
