@@ -28,7 +28,7 @@ func TestLines(t *testing.T) {
 			addr uint64
 			file string
 			line uint32
-		}{{0x1010 - jitelf.LLVMLineBias, "f", 2}, {0x1010 - jitelf.LLVMLineBias - 1, "f", 1}}},
+		}{{0x1010, "f", 2}, {0x100f, "f", 1}, {0x1020, "g", 3}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
