@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -284,5 +285,43 @@ func TestReportSpeedAndMemory(t *testing.T) {
 	}
 	if rss >= 2*input {
 		t.Errorf("peak RSS %d bytes, input %d: not under twice the input", rss, input)
+	}
+}
+
+// TestAnnotateAgainstPerf: jitprof annotate, straight from the recording,
+// puts on each instruction of a jitted function the samples perf annotate
+// puts there after perf inject, and gives the source line of each.
+func TestAnnotateAgainstPerf(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.LLVM)
+	perfOut := string(fixtures.Perf(t, "annotate", "-i", fixtures.Inject(t, rec), "--stdio", "-n", "-s", "fib"))
+	perfLine := regexp.MustCompile(`^\s+(\d+) :\s+[0-9a-f]+:\s`)
+	var want []string
+	for l := range strings.Lines(perfOut) {
+		if m := perfLine.FindStringSubmatch(l); m != nil {
+			want = append(want, m[1])
+		}
+	}
+	code, out := jitprof(t, "annotate", "fib", "-i", rec.PerfData, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	// "   47.48       66  7f0f4e0380bf      jge 0x7f0f4e0380c7    fib_sq.c:2"
+	ours := regexp.MustCompile(`^\s*(?:[0-9.]+\s+(\d+)\s+)?([0-9a-f]{6,})\s+(.*\S)\s+(\S+:\d+)$`)
+	var got []string
+	for l := range strings.Lines(out) {
+		m := ours.FindStringSubmatch(strings.TrimRight(l, "\n"))
+		if m == nil {
+			continue
+		}
+		if !strings.HasPrefix(m[4], "fib_sq.c:") {
+			t.Errorf("instruction %s has source %s, want fib_sq.c", m[2], m[4])
+		}
+		got = append(got, cmp.Or(m[1], "0"))
+	}
+	if len(want) == 0 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("samples per instruction:\njitprof %v\nperf    %v\n%s", got, want, out)
+	}
+	if code, _ := jitprof(t, "annotate", "no_such_function", "-i", rec.PerfData, "-q"); code != 1 {
+		t.Errorf("an unknown function: exit %d, want 1", code)
 	}
 }

@@ -5,8 +5,10 @@
 package jitcode
 
 import (
+	"debug/elf"
 	"errors"
 	"io"
+	"runtime"
 
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -98,3 +100,20 @@ func (d *Dump) Truncated() bool {
 
 // Close releases the file; the Dump's records must not be used after it.
 func (d *Dump) Close() error { return d.file.Close() }
+
+// Machine returns the machine the dump's code is for. The specification's
+// elf_mach 0 means the machine that recorded, taken to be this one.
+func (d *Dump) Machine() elf.Machine {
+	if m := elf.Machine(d.Header.ElfMach); m != elf.EM_NONE {
+		return m
+	}
+	switch runtime.GOARCH {
+	case "amd64":
+		return elf.EM_X86_64
+	case "386":
+		return elf.EM_386
+	case "arm64":
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
+}

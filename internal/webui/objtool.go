@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"regexp"
-	"runtime"
 	"sort"
 	"sync"
 
@@ -143,12 +142,7 @@ type jitFile struct {
 }
 
 func newJITFile(path string, d *jitcode.Dump) *jitFile {
-	jf := &jitFile{path: path, mach: elf.Machine(d.Header.ElfMach)}
-	if jf.mach == elf.EM_NONE {
-		// The jitdump specification's 0: the machine that recorded, taken
-		// to be this one.
-		jf.mach = hostMachine()
-	}
+	jf := &jitFile{path: path, mach: d.Machine()}
 	lines := make(map[*jitcode.Function]jitcode.Lines)
 	for i, ev := range d.Events {
 		fn := ev.Func
@@ -172,18 +166,6 @@ func newJITFile(path string, d *jitcode.Dump) *jitFile {
 		return a.order < b.order
 	})
 	return jf
-}
-
-func hostMachine() elf.Machine {
-	switch runtime.GOARCH {
-	case "amd64":
-		return elf.EM_X86_64
-	case "386":
-		return elf.EM_386
-	case "arm64":
-		return elf.EM_AARCH64
-	}
-	return elf.EM_NONE
 }
 
 // at returns the function placed latest over addr, or nil.
