@@ -259,7 +259,7 @@ func TestReportSpeedAndMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "perf.jit.data")
-		// As fixtures.Perf does: perf's build-id cache would cost it more.
+	// As fixtures.Perf does: perf's build-id cache would cost it more.
 	nocache := []string{perf, "--buildid-dir", "/dev/null/no-buildid-cache"}
 	injectTime, _ := timed(t, append(nocache, "inject", "--jit", "-i", rec.PerfData, "-o", out)...)
 	reportTime, _ := timed(t, append(nocache, "report", "-i", out, "--stdio")...)
