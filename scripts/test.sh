@@ -17,6 +17,7 @@ declare -A package_of=(
 	[javac]=default-jdk-headless
 	[readelf]=binutils
 	[gcc]=gcc
+	[chromium]=chromium
 )
 missing=()
 for cmd in "${!package_of[@]}"; do

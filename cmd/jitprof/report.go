@@ -124,6 +124,7 @@ func newReportCmd() *cobra.Command {
 		children  bool
 		callGraph bool
 		limit     float64
+		graph     float64
 		byPeriod  bool
 		noBrowser bool
 	)
@@ -150,7 +151,7 @@ web UI (flame graph, top, source, disassembly of jitted code) on the profile.`,
   jitprof report --http localhost:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph, MinPercent: limit, CommRoot: true}
+			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph, MinPercent: limit, GraphMinPercent: graph, CommRoot: true}
 			if byPeriod {
 				opts.Value = 1
 			}
@@ -197,7 +198,8 @@ web UI (flame graph, top, source, disassembly of jitted code) on the profile.`,
 	f.StringSliceVarP(&sortKeys, "sort", "s", nil, "group by these keys: symbol, module, comm, pid (default comm,module,symbol)")
 	f.BoolVar(&children, "children", false, "also count the samples below each entry (perf report --children)")
 	f.BoolVarP(&callGraph, "call-graph", "g", false, "show each entry's call graph")
-	f.Float64Var(&limit, "percent-limit", 0.5, "hide entries and call graph branches below this percentage")
+	f.Float64Var(&limit, "percent-limit", 0, "hide entries below this percentage of the samples")
+	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
 	return cmd
 }

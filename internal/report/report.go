@@ -121,11 +121,13 @@ type Options struct {
 	// CallGraph prints each entry's call graph.
 	CallGraph bool
 
-	// MinPercent hides entries and call graph branches whose share of the
-	// total is below it, like perf report --percent-limit. Zero shows all.
-	// perf, unless given a limit, hides call graph branches below
-	// DefaultMinPercent and no entries; one threshold serves both here.
+	// MinPercent hides entries whose share of the total is below it, like
+	// perf report --percent-limit. Zero shows all.
 	MinPercent float64
+
+	// GraphMinPercent hides call graph branches whose share of the total
+	// is below it; perf's default is DefaultMinPercent. Zero shows all.
+	GraphMinPercent float64
 
 	// Value is the index of the sample value that weighs entries and stacks
 	// and that percentages are of: 0 counts samples, 1 sums the event's
@@ -150,8 +152,8 @@ func (o Options) check() ([]sortKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.MinPercent < 0 {
-		return nil, fmt.Errorf("report: negative percent limit %g", o.MinPercent)
+	if o.MinPercent < 0 || o.GraphMinPercent < 0 {
+		return nil, fmt.Errorf("report: negative percent limit %g", min(o.MinPercent, o.GraphMinPercent))
 	}
 	if o.Value < 0 {
 		return nil, fmt.Errorf("report: negative value index %d", o.Value)

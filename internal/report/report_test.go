@@ -138,7 +138,7 @@ var textTests = []struct {
 	{"sort_dso_sym", processes, Options{Sort: []string{"dso", "sym"}}},
 	{"sort_pid", processes, Options{Sort: []string{"pid"}}},
 	{"sort_comm_callgraph", processes, Options{Sort: []string{"comm"}, CallGraph: true}},
-	{"percent_limit", processes, Options{MinPercent: 10, CallGraph: true}},
+	{"percent_limit", processes, Options{MinPercent: 10, GraphMinPercent: 10, CallGraph: true}},
 	{"period", processes, Options{Value: 1}},
 	{"recursion", recursion, Options{Children: true, CallGraph: true}},
 	{"recursion_callers", recursion, Options{CallGraph: true}},
@@ -496,13 +496,13 @@ func BenchmarkTextChildren(b *testing.B) {
 
 func BenchmarkTextCallGraph(b *testing.B) {
 	benchmark(b, func(p *profile.Profile) error {
-		return Text(io.Discard, p, Options{Children: true, CallGraph: true, MinPercent: DefaultMinPercent})
+		return Text(io.Discard, p, Options{Children: true, CallGraph: true, GraphMinPercent: DefaultMinPercent})
 	})
 }
 
 func BenchmarkJSON(b *testing.B) {
 	benchmark(b, func(p *profile.Profile) error {
-		return JSON(io.Discard, p, Options{CallGraph: true, MinPercent: DefaultMinPercent})
+		return JSON(io.Discard, p, Options{CallGraph: true, GraphMinPercent: DefaultMinPercent})
 	})
 }
 

@@ -32,6 +32,7 @@ type table struct {
 	by        [len(sortKeyNames)]bool
 	children  bool
 	min       float64  // Options.MinPercent
+	graphMin  float64  // Options.GraphMinPercent
 	sampleKey []uint32 // by sample: the high half of its keys
 	frameKey  []uint32 // by frame: the low half of its keys
 	index     map[key]*entry
@@ -48,7 +49,7 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &table{model: m, keys: keys, children: o.Children, min: o.MinPercent, index: make(map[key]*entry)}
+	t := &table{model: m, keys: keys, children: o.Children, min: o.MinPercent, graphMin: o.GraphMinPercent, index: make(map[key]*entry)}
 	for _, k := range keys {
 		t.by[k] = true
 	}
@@ -135,6 +136,10 @@ func (t *table) weight(e *entry) int64 {
 
 func (t *table) hidden(v int64) bool {
 	return percent(v, t.total) < t.min
+}
+
+func (t *table) hiddenBranch(v int64) bool {
+	return percent(v, t.total) < t.graphMin
 }
 
 // compare orders entries by decreasing weight, then by their keys in the
@@ -249,7 +254,7 @@ func (b *treeBuilder) expand(n int32, refs []ref) {
 	for _, gr := range groups {
 		b.slots[gr.frame] = 0
 	}
-	groups = slices.DeleteFunc(groups, func(gr group) bool { return b.t.hidden(gr.value) })
+	groups = slices.DeleteFunc(groups, func(gr group) bool { return b.t.hiddenBranch(gr.value) })
 	if len(groups) == 0 {
 		return
 	}
