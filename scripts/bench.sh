@@ -37,3 +37,9 @@ echo "$(stat -c %s "$work/big.dump") byte dump: cat $(best cat "$work/big.dump")
 # jitprof inject against perf inject --jit on recordings of node (over 5,000
 # functions) and Erlang (15,000): time, files and bytes, side by side.
 go test -count=1 -run 'TestFasterAndSmallerThanPerf' -v ./internal/inject | grep 'functions:'
+
+# jitprof report against perf inject --jit + perf report on a recording of
+# over 100,000 samples with call chains: time and peak memory, side by side;
+# then the symbolizer's and renderers' own benchmarks.
+go test -count=1 -run 'TestReportSpeedAndMemory' -v ./cmd/jitprof | grep 'samples, input'
+go test -run '^$' -bench . -benchmem ./internal/analyze ./internal/symbolize ./internal/report ./internal/elfsym ./internal/disasm ./internal/symname

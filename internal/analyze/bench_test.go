@@ -1,0 +1,24 @@
+package analyze_test
+
+import (
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/fixtures"
+)
+
+// BenchmarkRun symbolizes and merges a recording of node with call chains:
+// the whole of jitprof report but the rendering.
+func BenchmarkRun(b *testing.B) {
+	rec := fixtures.Record(b, fixtures.NodeMany, "-g")
+	var samples int
+	for b.Loop() {
+		res, err := analyze.Run(analyze.Options{Input: rec.PerfData})
+		if err != nil {
+			b.Fatal(err)
+		}
+		samples = res.Samples
+		res.Close()
+	}
+	b.ReportMetric(float64(samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+}
