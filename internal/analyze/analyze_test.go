@@ -2,6 +2,8 @@ package analyze_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"math"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/analyze"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // selfCounts is the profile's sample count per leaf symbol, unresolved
@@ -168,6 +171,50 @@ func TestGroundTruth(t *testing.T) {
 		t.Logf("%s: %d samples, %.3f of jitted samples; CPU time says %.3f (±%.3f)", name, got[name], share, want, tol)
 		if math.Abs(share-want) > tol {
 			t.Errorf("%s has %.3f of the samples, but ran %.3f of the time", name, share, want)
+		}
+	}
+}
+
+// TestPerfMapAgainstPerf: a runtime that writes only a perf map (node
+// --perf-basic-prof) gets the names perf report gives its samples.
+func TestPerfMapAgainstPerf(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.NodePerfMap)
+	name := fmt.Sprintf("perf-%d.map", rec.Pid)
+	dir := filepath.Dir(rec.PerfData)
+	// perf reads the map only in /tmp, where node wrote it (the fixture
+	// moved it into dir): put it back for perf's report.
+	link := filepath.Join("/tmp", name)
+	if err := os.Symlink(filepath.Join(dir, name), link); err != nil {
+		t.Fatal(err)
+	}
+	want, total := fixtures.SymbolCounts(t, rec.PerfData, "-g", "none")
+	os.Remove(link)
+	for s, n := range want {
+		if strings.HasPrefix(s, "0x") {
+			want["[unknown]"] += n
+			delete(want, s)
+		}
+	}
+
+	res := run(t, analyze.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
+	got := selfCounts(res.Profile)
+	named := 0
+	for _, s := range res.Profile.Sample {
+		if l := s.Location[0]; len(l.Line) > 0 && l.Mapping != nil && strings.HasSuffix(l.Mapping.File, name) {
+			named += int(s.Value[0])
+		}
+	}
+	d := fixtures.Differ(want, got)
+	t.Logf("%d samples, %d named by the perf map, %d attributed differently", total, named, d)
+	if named == 0 {
+		t.Error("no sample named by the perf map")
+	}
+	if float64(d) > 0.005*float64(total) {
+		t.Errorf("%d of %d samples attributed differently from perf", d, total)
+		for s, n := range want {
+			if got[s] != n {
+				t.Logf("  %q: perf %d, jitprof %d", s, n, got[s])
+			}
 		}
 	}
 }
