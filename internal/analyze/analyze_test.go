@@ -3,8 +3,8 @@ package analyze_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
