@@ -57,6 +57,7 @@ func Text(w io.Writer, p *profile.Profile, o Options) error {
 	bw.WriteString("#\n")
 
 	cols := t.columns()
+	const lastUnderline = 60
 	bw.WriteString("# ")
 	for i, c := range cols {
 		if i > 0 {
@@ -66,10 +67,16 @@ func Text(w io.Writer, p *profile.Profile, o Options) error {
 	}
 	bw.WriteString("\n# ")
 	for i, c := range cols {
+		width := c.width
 		if i > 0 {
 			bw.WriteString("  ")
 		}
-		bw.WriteString(strings.Repeat(".", c.width))
+		if i == len(cols)-1 {
+			// Nothing follows the last column: a C++ template name
+			// hundreds of characters long need not be underlined.
+			width = min(width, max(len(c.header), lastUnderline))
+		}
+		bw.WriteString(strings.Repeat(".", width))
 	}
 	bw.WriteString("\n#\n")
 
