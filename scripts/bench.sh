@@ -41,5 +41,5 @@ go test -count=1 -run 'TestFasterAndSmallerThanPerf' -v ./internal/inject | grep
 # jitprof report against perf inject --jit + perf report on a recording of
 # over 100,000 samples with call chains: time and peak memory, side by side;
 # then the symbolizer's and renderers' own benchmarks.
-go test -count=1 -run 'TestReportSpeedAndMemory' -v ./cmd/jitprof | grep 'samples, input'
+go test -count=1 -run 'TestReportSpeed' -v ./cmd/jitprof | grep 'samples, input'
 go test -run '^$' -bench . -benchmem ./internal/analyze ./internal/symbolize ./internal/report ./internal/elfsym ./internal/disasm ./internal/symname
