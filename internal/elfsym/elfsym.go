@@ -31,8 +31,6 @@
 // A Table is immutable and safe for concurrent use.
 package elfsym
 
-import "sort"
-
 // A Symbol is a named address range [Start, End).
 type Symbol struct {
 	Name       string // raw, as in the symbol table
@@ -63,14 +61,26 @@ type segment struct {
 
 // Lookup returns the symbol that contains addr.
 func (t *Table) Lookup(addr uint64) (Symbol, bool) {
-	i := sort.Search(len(t.starts), func(i int) bool { return t.starts[i] > addr }) - 1
-	if i < 0 {
+	// Find the last range starting at or below addr, with a search
+	// whose steps do not depend on the comparisons, so the compiler can
+	// make them branch-free: mispredicted branches would cost more than
+	// the comparisons.
+	starts := t.starts
+	if len(starts) == 0 {
 		return Symbol{}, false
 	}
-	if addr >= t.ends[i] {
+	base, n := 0, len(starts)
+	for n > 1 {
+		half := n / 2
+		if starts[base+half] <= addr {
+			base += half
+		}
+		n -= half
+	}
+	if starts[base] > addr || addr >= t.ends[base] {
 		return Symbol{}, false
 	}
-	return t.syms[t.index[i]], true
+	return t.syms[t.index[base]], true
 }
 
 // add appends a range to t, merging it with the previous one when both

@@ -1,7 +1,6 @@
 package elfsym
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -36,15 +35,23 @@ const ksymNameLen = 512
 // next begins, but the last of the kernel or of a module only takes the
 // rest of its page and the next.
 func ParseKallsyms(r io.Reader) (*Table, error) {
-	b := newBuilder(0)
+	// Reading it all first lets the names stay where they are read.
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(bytes.Count(data, []byte("\n")) + 1)
 	defer b.finishTree()
 	b.treeLater = true
 	modules := make(map[string]uint16)
-	var added []rec
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
+	added := make([]rec, 0, cap(b.info))
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
 		addr, n := parseHex(line)
 		if n == 0 || n+3 > len(line) || line[n] != ' ' || line[n+2] != ' ' {
 			continue
@@ -60,7 +67,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 		if addr == 0 || !kallsymsType(typ) || len(name) > 0 && name[0] == '$' {
 			continue
 		}
-		added = b.add(added, b.keep(name), addr, addr, kallsymsBind(typ), kallsymsElfType(typ))
+		added = b.add(added, name, addr, addr, kallsymsBind(typ), kallsymsElfType(typ))
 		if len(module) > 0 {
 			m, ok := modules[string(module)]
 			if !ok {
@@ -73,9 +80,6 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 			}
 			b.info[len(b.info)-1].module = m
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	b.insert(added)
 	b.fixupEnd(true)
