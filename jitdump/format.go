@@ -102,6 +102,21 @@ type CodeLoad struct {
 	Code      []byte // CodeSize bytes; may be empty
 }
 
+// LLVMLineBias is what LLVM's MCJIT listener adds to every DEBUG_INFO
+// address, for perf versions that put the text 0x40 bytes into the image
+// but its line table at 0.
+const LLVMLineBias = 0x40
+
+// LineBias returns what the writer of l added to the addresses of its
+// DEBUG_INFO entries: LLVMLineBias for LLVM's listener, recognised by the
+// vma of 0 that it alone writes, else 0.
+func (l *CodeLoad) LineBias() uint64 {
+	if l.VMA == 0 && l.CodeAddr != 0 {
+		return LLVMLineBias
+	}
+	return 0
+}
+
 // CodeMove says an already loaded function now lives at another address.
 type CodeMove struct {
 	RecordHeader

@@ -373,3 +373,14 @@ func TestRandomCorruption(t *testing.T) {
 		})
 	}
 }
+
+// TestLineBias: LLVM's listener, alone in writing a vma of 0, biases its
+// line addresses; V8's loads are not.
+func TestLineBias(t *testing.T) {
+	if b := (&jitdump.CodeLoad{VMA: 0, CodeAddr: 0x7f0000001000}).LineBias(); b != jitdump.LLVMLineBias {
+		t.Errorf("LLVM's load: bias %#x", b)
+	}
+	if b := (&jitdump.CodeLoad{VMA: 0x7f0000001000, CodeAddr: 0x7f0000001000}).LineBias(); b != 0 {
+		t.Errorf("V8's load: bias %#x", b)
+	}
+}

@@ -48,7 +48,7 @@
 //     start is moved to the start, unless an entry is there already, and
 //     the others before it are dropped, as are entries at or past its end;
 //     drops are counted in Layout.DroppedLines. LLVM's entries are 0x40 too
-//     high (see LineBias). The entry's discriminator, which V8 fills with
+//     high (see jitdump.CodeLoad.LineBias). The entry's discriminator, which V8 fills with
 //     the column, becomes the row's column.
 //
 // Go's debug/elf and debug/dwarf only read, and no library writes ELF or
@@ -103,20 +103,6 @@ type Options struct {
 // byte order it was written in, which is the runtime's.
 func OptionsFor(h jitdump.Header) Options {
 	return Options{Machine: elf.Machine(h.ElfMach), ByteOrder: h.ByteOrder}
-}
-
-// LLVMLineBias is what LLVM's MCJIT jitdump listener adds to every line
-// address, for perf versions that put the text 0x40 bytes into the image
-// but its line table at 0.
-const LLVMLineBias = 0x40
-
-// LineBias returns the Function.LineBias for the code of load: LLVMLineBias
-// for LLVM's listener, recognised by the vma of 0 that it alone writes, else 0.
-func LineBias(load *jitdump.CodeLoad) uint64 {
-	if load.VMA == 0 && load.CodeAddr != 0 {
-		return LLVMLineBias
-	}
-	return 0
 }
 
 // Layout tells where Write put things.

@@ -18,7 +18,7 @@ import (
 func functionsOf(d *jitcode.Dump) []Function {
 	fns := make([]Function, len(d.Functions))
 	for i, f := range d.Functions {
-		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: LineBias(f.CodeLoad), Unwind: f.Unwind}
+		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind}
 		if f.Debug != nil {
 			fns[i].Lines = f.Debug.Entries()
 		}

@@ -318,7 +318,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 func writeImage(buf []byte, path string, op jitelf.Options, fns []*jitcode.Function) (*image, []uint64, []byte, error) {
 	efs := make([]jitelf.Function, len(fns))
 	for i, fn := range fns {
-		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: jitelf.LineBias(fn.CodeLoad), Unwind: fn.Unwind}
+		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind}
 		if fn.Debug != nil {
 			efs[i].Lines = fn.Debug.Entries()
 		}

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/jitelf"
 )
 
 // Lines is a function's source line table: its DEBUG_INFO entries by
@@ -13,12 +12,12 @@ import (
 type Lines []jitdump.DebugEntry
 
 // Lines returns fn's line table, with the bias LLVM's listener adds to
-// every address removed (jitelf.LineBias). It is built on each call.
+// every address removed (jitdump.CodeLoad.LineBias). It is built on each call.
 func (fn *Function) Lines() Lines {
 	if fn.Debug == nil {
 		return nil
 	}
-	bias := jitelf.LineBias(fn.CodeLoad)
+	bias := fn.LineBias()
 	var l Lines
 	for e := range fn.Debug.Entries() {
 		e.Addr -= bias

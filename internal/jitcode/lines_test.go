@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/jitelf"
 )
 
 func TestLines(t *testing.T) {
@@ -24,7 +23,7 @@ func TestLines(t *testing.T) {
 			file string
 			line uint32
 		}{{0x0fef, "", 0}, {0x1000, "f", 1}, {0x1010, "f", 2}, {0x101f, "f", 2}, {0x1020, "g", 3}, {0x2000, "g", 3}}},
-		{name: "LLVM", vma: 0, bias: jitelf.LLVMLineBias, at: []struct {
+		{name: "LLVM", vma: 0, bias: jitdump.LLVMLineBias, at: []struct {
 			addr uint64
 			file string
 			line uint32
