@@ -17,6 +17,7 @@ declare -A package_of=(
 	[javac]=default-jdk-headless
 	[readelf]=binutils
 	[gcc]=gcc
+	[g++]=g++
 	[chromium]=chromium
 )
 missing=()

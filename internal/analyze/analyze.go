@@ -378,9 +378,9 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 		return id
 	}
 	a.frames = append(a.frames, fr)
-	name := ""
-	if fr.Symbol.Name != "" {
-		name = symname.Demangle(fr.Symbol.Name)
+	name := fr.Symbol.Name
+	if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
+		name = symname.Demangle(name)
 	}
 	a.names = append(a.names, name)
 	a.matches = append(a.matches, a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name))

@@ -64,6 +64,7 @@ const (
 func newBuilder(n int) *builder {
 	b := &builder{
 		info:     make([]symInfo, 0, n),
+		ops:      make([]treeOp, 0, opsBatch),
 		opsc:     make(chan []treeOp, 16),
 		treeDone: make(chan *rbTree, 1),
 		modules:  []string{""},
@@ -90,16 +91,18 @@ func (b *builder) op(o treeOp) {
 		return
 	}
 	b.ops = append(b.ops, o)
-	if len(b.ops) == cap(b.ops) || cap(b.ops) == 0 {
+	if len(b.ops) == opsBatch {
 		b.flushOps()
 	}
 }
 
+const opsBatch = 4096
+
 func (b *builder) flushOps() {
 	if len(b.ops) > 0 {
 		b.opsc <- b.ops
+		b.ops = make([]treeOp, 0, opsBatch)
 	}
-	b.ops = make([]treeOp, 0, 4096)
 }
 
 // finishTree waits for the tree to be built. It must be called once the
@@ -113,20 +116,15 @@ func (b *builder) finishTree() *rbTree {
 	return b.tree
 }
 
-// keep copies name into the arena. A full arena is left to the names
-// already in it, not grown.
-func (b *builder) keep(name ...[]byte) []byte {
-	n := 0
-	for _, p := range name {
-		n += len(p)
-	}
+// keep copies name and suffix, joined, into the arena. A full arena is
+// left to the names already in it, not grown.
+func (b *builder) keep(name []byte, suffix string) []byte {
+	n := len(name) + len(suffix)
 	if cap(b.arena)-len(b.arena) < n {
-		b.arena = make([]byte, 0, max(n, 64<<10))
+		b.arena = make([]byte, 0, max(n, 4<<10))
 	}
 	start := len(b.arena)
-	for _, p := range name {
-		b.arena = append(b.arena, p...)
-	}
+	b.arena = append(append(b.arena, name...), suffix...)
 	return b.arena[start:len(b.arena):len(b.arena)]
 }
 
@@ -279,19 +277,20 @@ func (b *builder) table(path string) *Table {
 func (b *builder) flatten(t *Table) {
 	o := b.order
 	t.starts = make([]uint64, 0, len(o))
-	t.ends = make([]uint64, 0, len(o))
-	t.index = make([]int32, 0, len(o))
+	t.spans = make([]span, 0, len(o))
 	var ends []uint64       // by id, for the tree walk
 	var pos map[int32]int32 // id -> index in t.syms
 	for k := 0; k < len(o); {
 		// The run of symbols from k that overlap one another.
-		end, n := max(o[k].end, o[k].start+1), 1 // an empty symbol holds its own address
+		end, n := reach(o[k]), 1
 		for k+n < len(o) && o[k+n].start < end {
-			end = max(end, o[k+n].end, o[k+n].start+1)
+			end = max(end, reach(o[k+n]))
 			n++
 		}
 		if n == 1 {
-			t.add(o[k].start, end, int32(k))
+			if end > o[k].start {
+				t.add(o[k].start, end, int32(k))
+			}
 			k++
 			continue
 		}
@@ -324,6 +323,19 @@ func (b *builder) flatten(t *Table) {
 		k += n
 	}
 	b.finishTree()
+}
+
+// reach returns the end of the addresses perf's tree walk can find r at:
+// an empty symbol still holds its own address, and one whose end wrapped
+// around holds none.
+func reach(r rec) uint64 {
+	switch {
+	case r.end > r.start:
+		return r.end
+	case r.end == r.start && r.start+1 > r.start:
+		return r.start + 1
+	}
+	return r.start
 }
 
 // sortRecs sorts recs by start, keeping the order of equal starts: a

@@ -327,7 +327,7 @@ func (b *builder) addPLT(runtime *elfFile) {
 				}
 			}
 		}
-		added = b.add(added, b.keep(name, []byte("@plt")), addr, addr+entry, bindGlobal, typeFunc)
+		added = b.add(added, b.keep(name, "@plt"), addr, addr+entry, bindGlobal, typeFunc)
 		addr += entry
 	}
 	if len(added) > 0 {

@@ -1,31 +1,43 @@
 // Package elfsym reads the symbol tables of ELF files and of the kernel
-// and looks addresses up in them the way perf 6.1 does for perf report,
-// so that a profile symbolized here names the same functions perf would.
+// and looks addresses up in them as perf 6.1 does for perf report, so
+// that a profile symbolized here names the functions perf would.
 //
-// An ELF Table holds the symbols perf keeps (functions, GNU indirect
-// functions, data objects, and untyped labels in text or data sections;
-// tools/perf/util/symbol-elf.c), from .symtab and then .dynsym, each pass
-// followed by perf's fix-ups: a symbol without a size ends where the next
-// one starts (symbols__fixup_end) and of several symbols at one address
-// only the best is kept (symbols__fixup_duplicate: one with a size over
-// one without, a typed one over an untyped one, global over weak over
-// local, fewer leading underscores, the longer name, the first seen).
-// PLT stubs get the names perf gives them, name@plt, and the PLT header
-// ".plt". Addresses are virtual addresses of the file; Vaddr turns the
-// file offsets that samples give into them. Names are raw: symname
-// demangles them.
+// An ELF Table holds the symbols perf keeps (tools/perf/util/
+// symbol-elf.c): functions, GNU indirect functions and data objects, and
+// untyped symbols that are visible and in a section whose name has
+// "text" or "data" in it; not undefined, absolute or unallocated ones.
+// They come from .symtab and then .dynsym, each pass followed by perf's
+// fix-ups: a symbol without a size ends where the next one starts
+// (symbols__fixup_end), and of the symbols at one address only one is
+// kept (symbols__fixup_duplicate: one with a size over one without, a
+// typed one over an untyped one, a strong one over a weak one, global
+// over local, fewer leading underscores, the longer name, the first).
+// PLT entries are then named as perf 6.1 names them: name@plt for each
+// .rela.plt relocation, entry by entry after a header entry, each the
+// size .plt declares. As in perf, they are added after the fix-ups, so
+// a symbol stretched over .plt (usually _init) still covers them, and
+// where symbols overlap, Lookup answers what perf's red-black tree walk
+// answers, which depends on the shape of the tree: the package builds a
+// copy of perf's tree to find out.
+//
+// Addresses are the file's virtual addresses; Vaddr turns the file
+// offsets of samples into them. Names are raw, as in the file (PLT names
+// are the raw name plus "@plt"): symname.Demangle turns them into what
+// perf report shows.
 //
 // Open looks for the symbols where perf does, first in separate debug
-// files (the .gnu_debuglink name next to the file, in its .debug
+// files: the file named by .gnu_debuglink next to the file, in its .debug
 // directory and under /usr/lib/debug, then /usr/lib/debug/PATH.debug,
-// /usr/lib/debug/PATH and /usr/lib/debug/.build-id/xx/rest.debug), then
-// in the file itself; a debug file whose build-id differs is skipped.
-// It does not read perf's build-id cache (~/.debug), which holds copies
-// of the same files, nor the MiniDebugInfo in .gnu_debugdata, which is
-// xz-compressed (the standard library has no xz).
+// /usr/lib/debug/PATH and /usr/lib/debug/.build-id/xx/rest.debug; then in
+// the file itself. A debug file of another build (build-id) is skipped.
+// Open does not read perf's build-id cache (~/.debug), which holds copies
+// of the same files, nor a debuglink name relative to the working
+// directory, nor the MiniDebugInfo of .gnu_debugdata, which is
+// xz-compressed (the standard library has no xz; Debian does not use it).
 //
 // ReadKallsyms and ParseKallsyms read /proc/kallsyms, and VDSO reads the
-// vDSO of the running kernel from this process's memory.
+// vDSO of the running kernel from this process's memory. Kernel symbols
+// are not demangled by perf.
 //
 // Every input is untrusted: malformed files give errors, never panics.
 // A Table is immutable and safe for concurrent use.
@@ -43,11 +55,11 @@ type Symbol struct {
 // A Table is a symbol table sorted by address.
 type Table struct {
 	syms []Symbol
-	// Disjoint, sorted ranges [starts[i], ends[i]) in which Lookup
-	// finds syms[index[i]]. The starts are a slice of their own for a
-	// cache-friendly search.
-	starts, ends []uint64
-	index        []int32
+	// Disjoint, sorted ranges [starts[i], spans[i].end) in which Lookup
+	// finds syms[spans[i].sym]. The starts are a slice of their own for a
+	// search with few cache misses.
+	starts []uint64
+	spans  []span
 
 	path     string
 	buildID  []byte
@@ -59,40 +71,49 @@ type segment struct {
 	off, addr, size uint64
 }
 
-// Lookup returns the symbol that contains addr.
+// Lookup returns the symbol perf finds at addr.
 func (t *Table) Lookup(addr uint64) (Symbol, bool) {
-	// Find the last range starting at or below addr, with a search
-	// whose steps do not depend on the comparisons, so the compiler can
-	// make them branch-free: mispredicted branches would cost more than
-	// the comparisons.
-	starts := t.starts
-	if len(starts) == 0 {
+	i := lastAtOrBelow(t.starts, addr)
+	if i < 0 || addr >= t.spans[i].end {
 		return Symbol{}, false
 	}
-	base, n := 0, len(starts)
+	return t.syms[t.spans[i].sym], true
+}
+
+// A span ends a range and tells its symbol.
+type span struct {
+	end uint64
+	sym int32
+}
+
+// lastAtOrBelow returns the index of the last of the sorted values that
+// is at or below v, or -1. Its steps do not depend on the comparisons,
+// which lets the compiler avoid branches, whose mispredictions would cost
+// more than the comparisons.
+func lastAtOrBelow(sorted []uint64, v uint64) int {
+	if len(sorted) == 0 || sorted[0] > v {
+		return -1
+	}
+	base, n := 0, len(sorted)
 	for n > 1 {
 		half := n / 2
-		if starts[base+half] <= addr {
+		if sorted[base+half] <= v {
 			base += half
 		}
 		n -= half
 	}
-	if starts[base] > addr || addr >= t.ends[base] {
-		return Symbol{}, false
-	}
-	return t.syms[t.index[base]], true
+	return base
 }
 
 // add appends a range to t, merging it with the previous one when both
 // lead to the same symbol.
-func (t *Table) add(start, end uint64, i int32) {
-	if n := len(t.starts); n > 0 && t.index[n-1] == i && t.ends[n-1] == start {
-		t.ends[n-1] = end
+func (t *Table) add(start, end uint64, sym int32) {
+	if n := len(t.starts); n > 0 && t.spans[n-1] == (span{start, sym}) {
+		t.spans[n-1].end = end
 		return
 	}
 	t.starts = append(t.starts, start)
-	t.ends = append(t.ends, end)
-	t.index = append(t.index, i)
+	t.spans = append(t.spans, span{end, sym})
 }
 
 // Len returns the number of symbols.

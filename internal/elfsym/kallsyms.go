@@ -85,10 +85,17 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 	b.fixupEnd(true)
 	b.fixupDuplicate()
 	// perf then moves each symbol, in address order, into the tree of
-	// the map that holds it; here that is one tree.
-	b.treeLater = false
-	for _, r := range b.order {
-		b.op(treeOp{r.start, r.id})
+	// the map that holds it; here that is one tree. It is only needed
+	// where symbols overlap, which they seldom do once their ends are
+	// fixed up.
+	for k := 1; k < len(b.order); k++ {
+		if b.order[k].start < reach(b.order[k-1]) {
+			b.treeLater = false
+			for _, r := range b.order {
+				b.op(treeOp{r.start, r.id})
+			}
+			break
+		}
 	}
 	return b.table(""), nil
 }

@@ -20,24 +20,19 @@ func Open(path string) (*Table, error) {
 	// dso__load goes through the candidates in order and takes the first
 	// with a .symtab for the symbols and the first with a .dynsym for
 	// the runtime file; the file itself comes after the debug files.
-	var syms *elfFile
+	syms := runtime
 	for _, name := range debugFiles(runtime) {
 		f, closeF, err := openELF(name)
 		if err != nil {
 			continue
 		}
-		defer closeF()
-		// perf rejects a debug file built from another build.
-		if runtime.buildID != nil && !bytes.Equal(f.buildID, runtime.buildID) {
-			continue
-		}
-		if f.symtab != nil {
+		// perf rejects a debug file of another build.
+		if f.symtab != nil && (runtime.buildID == nil || bytes.Equal(f.buildID, runtime.buildID)) {
 			syms = f
+			defer closeF()
 			break
 		}
-	}
-	if syms == nil {
-		syms = runtime
+		closeF()
 	}
 	if runtime.dynsym == nil && syms != runtime {
 		// Without a .dynsym the file is not a runtime candidate: perf

@@ -1,19 +1,21 @@
 package elfsym
 
-// perf keeps a DSO's symbols in a red-black tree keyed by start address
-// and finds an address by walking down from the root, returning the first
-// symbol on the way that holds it. Where symbols overlap, which one that
-// is depends on the shape of the tree, so to name what perf names the
-// tree is rebuilt here with the same algorithm (the kernel's
-// lib/rbtree.c) and the same sequence of insertions and erasures. Only
-// the lookups in overlapping ranges are answered by it; see flatten.
-
 import "slices"
 
 const nilNode = -1
 
-// rbTree holds the nodes of symbols by id. What a walk down the tree
-// reads is kept apart from the rest, to spare cache misses.
+// An rbTree is a copy of the tree perf keeps a DSO's symbols in.
+//
+// perf's tree is a red-black tree keyed by start address, and perf finds
+// an address by walking down from the root, returning the first symbol
+// on the way that holds it. Where symbols overlap, which one that is
+// depends on the shape of the tree, so the copy is built with the same
+// algorithm (the kernel's lib/rbtree.c, which perf uses) and the same
+// sequence of insertions and erasures. Only lookups in overlapping ranges
+// go to it; see builder.flatten.
+//
+// Nodes are symbols by id. What a walk down the tree reads is kept apart
+// from the rest, to spare cache misses.
 type rbTree struct {
 	n    []rbNode
 	up   []rbUp

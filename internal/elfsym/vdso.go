@@ -14,6 +14,15 @@ import (
 // every process, from this process's own [vdso] mapping. perf report
 // reads the copy perf record left in its build-id cache.
 func VDSO() (*Table, error) {
+	img, err := vdsoImage()
+	if err != nil {
+		return nil, err
+	}
+	return NewTable(bytes.NewReader(img), "[vdso]")
+}
+
+// vdsoImage returns the ELF image of the vDSO, which is mapped whole.
+func vdsoImage() ([]byte, error) {
 	start, end, err := vdsoRange()
 	if err != nil {
 		return nil, err
@@ -27,7 +36,7 @@ func VDSO() (*Table, error) {
 	if _, err := mem.ReadAt(img, int64(start)); err != nil {
 		return nil, fmt.Errorf("elfsym: reading [vdso]: %w", err)
 	}
-	return NewTable(bytes.NewReader(img), "[vdso]")
+	return img, nil
 }
 
 // vdsoRange finds the [vdso] mapping in /proc/self/maps.

@@ -27,7 +27,11 @@ var javaBaseTypes = [...]string{
 // an array dimension on a class-typed argument is carried over to the next
 // primitive argument, no "." separates the class from a method whose name
 // does not start with a letter (<init>), and the result is cut at three
-// times the input length. Whatever perf rejects is rejected here.
+// times the input length. Whatever perf rejects is rejected here. perf
+// also takes names with something before the L, copied as it is
+// ("xyzLa;b()V" is "xyza.b()"); no runtime writes such names, and
+// looking only at names that start with L keeps the others to a byte
+// test.
 func demangleJava(sym string) (string, bool) {
 	end := strings.LastIndexByte(sym, ')')
 	if end < 0 {
