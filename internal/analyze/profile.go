@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/jitcode"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -74,6 +75,7 @@ func (a *aggregator) result() *Result {
 		start  uint64
 	}
 	functions := make(map[functionKey]*profile.Function)
+	lines := make(map[*jitcode.Function]jitcode.Lines) // built once per function, not per location
 	p.Location = make([]*profile.Location, len(a.frames))
 	for i, fr := range a.frames {
 		loc := &profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
@@ -81,7 +83,16 @@ func (a *aggregator) result() *Result {
 		if fr.Symbol.Name == "" {
 			continue
 		}
-		file, line := fr.Source()
+		var file string
+		var line uint32
+		if jit := fr.Symbol.JIT; jit != nil {
+			l, ok := lines[jit]
+			if !ok {
+				l = jit.Lines()
+				lines[jit] = l
+			}
+			file, line, _ = l.At(fr.Symbol.LoadAddr(fr.Addr))
+		}
 		key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
 		fn := functions[key]
 		if fn == nil {

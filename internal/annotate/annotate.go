@@ -154,10 +154,9 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 	if err != nil {
 		return err
 	}
-	var lines jitcode.Lines
-	var lineBase uint64 // the line table is at the function's load address
+	var lines jitcode.Lines // jitted code only
 	if sym.JIT != nil {
-		lines, lineBase = sym.JIT.Lines(), sym.JIT.CodeAddr
+		lines = sym.JIT.Lines()
 	}
 	fmt.Fprintf(w, "%8s %8s  %-16s  %-40s  %s\n", "Percent", "Samples", "Address", "Instruction", "Source")
 	for _, inst := range insts {
@@ -165,17 +164,15 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 		for a := inst.Addr; a < inst.Addr+uint64(inst.Len); a++ {
 			n += in.at[a]
 		}
-		pct := ""
+		pct, count := "", ""
 		if n > 0 {
-			pct = fmt.Sprintf("%.2f", 100*float64(n)/float64(in.samples))
-		}
-		count := ""
-		if n > 0 {
-			count = fmt.Sprint(n)
+			pct, count = fmt.Sprintf("%.2f", 100*float64(n)/float64(in.samples)), fmt.Sprint(n)
 		}
 		src := ""
-		if file, line, ok := lines.At(inst.Addr - sym.Start + lineBase); ok {
-			src = fmt.Sprintf("%s:%d", filepath.Base(file), line)
+		if sym.JIT != nil {
+			if file, line, ok := lines.At(sym.LoadAddr(inst.Addr)); ok {
+				src = fmt.Sprintf("%s:%d", filepath.Base(file), line)
+			}
 		}
 		row := fmt.Sprintf("%8s %8s  %-16x  %-40s  %s", pct, count, inst.Addr, inst.Text, src)
 		w.WriteString(strings.TrimRight(row, " "))

@@ -13,9 +13,11 @@ package inject
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,45 +201,24 @@ func markerOf(filename string, pid uint32, time uint64) *marker {
 	return &marker{path: strings.Clone(filename), pid: pid, time: time} // outlives the scan's mapping
 }
 
-// loadDumps reads each marked dump once, in parallel, and ties its markers
-// to it.
+// loadDumps reads each marked dump once and ties its markers to it.
 func loadDumps(markers map[int64]*marker, opts Options) []*dumpImages {
 	byPath := make(map[string][]*marker)
 	for _, m := range markers {
 		byPath[m.path] = append(byPath[m.path], m)
 	}
-	var (
-		mu    sync.Mutex
-		dumps []*dumpImages
-		wg    sync.WaitGroup
-	)
-	for path, ms := range byPath {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found, err := jitcode.Locate(path, opts.DumpDirs)
-			if err != nil {
-				opts.Warn(err)
-				return
-			}
-			d, err := jitcode.Read(found)
-			if err != nil {
-				opts.Warn(fmt.Errorf("dump %s not injected: %w", found, err))
-				return
-			}
-			for _, p := range d.Problems {
-				opts.Warn(p)
-			}
-			di := &dumpImages{dump: d, images: make(map[*jitcode.Function]placed, len(d.Functions))}
-			mu.Lock()
-			dumps = append(dumps, di)
-			mu.Unlock()
-			for _, m := range ms {
-				m.dump = di
-			}
-		}()
+	paths := slices.Sorted(maps.Keys(byPath))
+	var dumps []*dumpImages
+	for i, d := range jitcode.ReadAll(paths, opts.DumpDirs, opts.Warn) {
+		if d == nil {
+			continue
+		}
+		di := &dumpImages{dump: d, images: make(map[*jitcode.Function]placed, len(d.Functions))}
+		dumps = append(dumps, di)
+		for _, m := range byPath[paths[i]] {
+			m.dump = di
+		}
 	}
-	wg.Wait()
 	return dumps
 }
 

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
@@ -76,4 +78,39 @@ func (d *Dump) PerfTime(t uint64, conv *perfdata.TimeConv) uint64 {
 	quot := t >> conv.TimeShift
 	rem := t & (1<<conv.TimeShift - 1)
 	return conv.TimeZero + quot*conv.TimeMult + (rem*conv.TimeMult)>>conv.TimeShift
+}
+
+// ReadAll reads the dumps a recording saw at paths, a few at a time, each
+// found with Locate. The result is in the order of paths, nil where a dump
+// could not be found or read; those reasons, and the problems of the dumps
+// read, go to warn, one call at a time, in the order of paths.
+func ReadAll(paths, dirs []string, warn func(error)) []*Dump {
+	dumps := make([]*Dump, len(paths))
+	problems := make([][]error, len(paths))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, path := range paths {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			at, err := Locate(path, dirs)
+			if err != nil {
+				problems[i] = []error{err}
+				return
+			}
+			d, err := Read(at)
+			if err != nil {
+				problems[i] = []error{fmt.Errorf("dump %s not used: %w", at, err)}
+				return
+			}
+			dumps[i], problems[i] = d, d.Problems
+		})
+	}
+	wg.Wait()
+	for _, ps := range problems {
+		for _, p := range ps {
+			warn(p)
+		}
+	}
+	return dumps
 }

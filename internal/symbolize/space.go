@@ -26,7 +26,6 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -84,18 +83,10 @@ type Frame struct {
 	From, Until uint64
 }
 
-// Source returns the source file and line of a jitted function's
-// instruction at f.Addr, from the dump's DEBUG_INFO. Line is 0 when the
-// dump says nothing.
-func (f Frame) Source() (file string, line uint32) {
-	fn := f.Symbol.JIT
-	if fn == nil {
-		return "", 0
-	}
-	// The table is at the function's load address; it may have moved.
-	file, line, _ = fn.Lines().At(f.Addr - f.Symbol.Start + fn.CodeAddr)
-	return file, line
-}
+// LoadAddr returns where addr, an address of the jitted function s, was
+// when the function was loaded: the addresses of its line table, whatever
+// moves followed.
+func (s Symbol) LoadAddr(addr uint64) uint64 { return addr - s.Start + s.JIT.CodeAddr }
 
 // Options says where to look for what a recording refers to.
 type Options struct {
@@ -305,7 +296,7 @@ func (b *builder) mapping(n int, misc uint16, pid uint32, time, addr, size, pgof
 		r: region{start: addr, end: addr + size, pgoff: pgoff, module: m}})
 }
 
-// loadDumps reads the dumps the markers point to, in parallel, and adds
+// loadDumps reads the dumps the markers point to and adds
 // their loads and moves to the events, at the pid of the marker (which
 // is the recorded one when the runtime ran in another pid namespace).
 func (b *builder) loadDumps() {
@@ -314,30 +305,7 @@ func (b *builder) loadDumps() {
 		byPath[m.path] = append(byPath[m.path], m)
 	}
 	paths := slices.Sorted(maps.Keys(byPath))
-	found := make([]*jitcode.Dump, len(paths))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, path := range paths {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			at, err := jitcode.Locate(path, b.opts.DumpDirs)
-			if err != nil {
-				b.opts.Warn(err)
-				return
-			}
-			d, err := jitcode.Read(at)
-			if err != nil {
-				b.opts.Warn(fmt.Errorf("dump %s not used: %w", at, err))
-				return
-			}
-			for _, p := range d.Problems {
-				b.opts.Warn(p)
-			}
-			found[i] = d
-		})
-	}
-	wg.Wait()
+	found := jitcode.ReadAll(paths, b.opts.DumpDirs, b.opts.Warn)
 	order := len(b.events)
 	for i, d := range found {
 		if d == nil {

@@ -6,75 +6,44 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 
 	"github.com/google/pprof/driver"
-	"github.com/ianlancetaylor/demangle"
 
 	"github.com/jitprof/jitprof/internal/disasm"
+	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/symname"
 )
 
-// elfFile is an executable or shared library, read with debug/elf: pprof
-// reads them with binutils (nm, objdump, addr2line), but that code is
-// internal to its module. Symbols and instructions are enough for the
-// disassembly view; source lines would need DWARF, and the profile already
-// has the lines jitprof found.
+// elfFile is an executable or shared library: pprof reads them with
+// binutils (nm, objdump, addr2line), but that code is internal to its
+// module. Symbols come from elfsym, with perf's rules and names, so they
+// are the profile's; the code from the file itself. Source lines would need
+// DWARF, and the profile already has the lines jitprof found.
 type elfFile struct {
 	path string
 	f    *elf.File
-	syms []elfSym // by address
-}
-
-// elfSym is a function symbol, with the names of all the symbols that
-// cover exactly its range.
-type elfSym struct {
-	names      []string
-	addr, size uint64
+	syms *elfsym.Table
 }
 
 func openELF(path string) (*elfFile, error) {
+	syms, err := elfsym.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	// .dynsym repeats part of .symtab, and a stripped file has only it.
-	var all []elf.Symbol
-	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, err := read()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			f.Close()
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		all = append(all, syms...)
+	return &elfFile{path: path, f: f, syms: syms}, nil
+}
+
+// names are the names a symbol is known by: as perf and jitprof show it,
+// which the views ask for, and its own.
+func names(s elfsym.Symbol) []string {
+	if d := symname.Demangle(s.Name); d != s.Name {
+		return []string{d, s.Name}
 	}
-	var funcs []elf.Symbol
-	for _, s := range all {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Size > 0 {
-			funcs = append(funcs, s)
-		}
-	}
-	sort.Slice(funcs, func(i, j int) bool {
-		if funcs[i].Value != funcs[j].Value {
-			return funcs[i].Value < funcs[j].Value
-		}
-		return funcs[i].Size < funcs[j].Size
-	})
-	ef := &elfFile{path: path, f: f}
-	for _, s := range funcs {
-		if n := len(ef.syms); n == 0 || ef.syms[n-1].addr != s.Value || ef.syms[n-1].size != s.Size {
-			ef.syms = append(ef.syms, elfSym{addr: s.Value, size: s.Size})
-		}
-		last := &ef.syms[len(ef.syms)-1]
-		// The demangled name, without parameters, is the one perf and
-		// jitprof show, so the one the views ask for; the symbol's own
-		// name is kept for those who know it.
-		for _, name := range []string{demangle.Filter(s.Name, demangle.NoParams, demangle.NoClones), s.Name} {
-			if !slices.Contains(last.names, name) {
-				last.names = append(last.names, name)
-			}
-		}
-	}
-	return ef, nil
+	return []string{s.Name}
 }
 
 // base returns what to subtract from the addresses of a mapping of the file
@@ -83,29 +52,17 @@ func (ef *elfFile) base(start, limit, offset uint64) (uint64, error) {
 	if start == 0 && offset == 0 && (limit == 0 || limit == ^uint64(0)) {
 		return 0, nil // not placed anywhere: the file's addresses
 	}
-	for _, p := range ef.f.Progs {
-		// The mapping starts at the page of the segment's first byte.
-		if p.Type == elf.PT_LOAD && p.Off&^0xfff <= offset && offset < p.Off+p.Filesz {
-			return start - offset + p.Off - p.Vaddr, nil
-		}
+	vaddr, ok := ef.syms.Vaddr(offset)
+	if !ok {
+		return 0, fmt.Errorf("%s: no segment is loaded from offset %#x", ef.path, offset)
 	}
-	return 0, fmt.Errorf("%s: no segment is loaded from offset %#x", ef.path, offset)
-}
-
-// at returns the symbol covering addr, or nil. Function symbols do not
-// overlap, so only the last one starting at or below addr can.
-func (ef *elfFile) at(addr uint64) *elfSym {
-	i := sort.Search(len(ef.syms), func(i int) bool { return ef.syms[i].addr > addr })
-	if i > 0 && addr-ef.syms[i-1].addr < ef.syms[i-1].size {
-		return &ef.syms[i-1]
-	}
-	return nil
+	return start - vaddr, nil
 }
 
 // symbol names the targets of branches and PC-relative operands.
 func (ef *elfFile) symbol(addr uint64) (string, uint64) {
-	if s := ef.at(addr); s != nil {
-		return s.names[0], s.addr
+	if s, ok := ef.syms.Lookup(addr); ok {
+		return symname.Demangle(s.Name), s.Start
 	}
 	return "", 0
 }
@@ -118,8 +75,8 @@ func (ef *elfFile) disasm(start, end uint64, syntax disasm.Syntax) ([]driver.Ins
 		return nil, nil
 	}
 	from := start
-	if s := ef.at(start); s != nil {
-		from = s.addr
+	if s, ok := ef.syms.Lookup(start); ok {
+		from = s.Start
 	}
 	var text *elf.Section
 	for _, s := range ef.f.Sections {
@@ -175,15 +132,15 @@ func (m *mappedELF) SourceLine(uint64) ([]driver.Frame, error) {
 // pieces, and pprof asks each for symbols.
 func (m *mappedELF) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error) {
 	var syms []*driver.Sym
-	for _, s := range m.syms {
-		if addr != 0 && (addr < s.addr || addr-s.addr >= s.size) {
+	for _, s := range m.syms.Symbols() {
+		if addr != 0 && (addr < s.Start || addr >= s.End) {
 			continue
 		}
-		if s.addr+m.base >= m.limit || s.addr+s.size+m.base <= m.start {
+		if s.Start+m.base >= m.limit || s.End+m.base <= m.start {
 			continue
 		}
-		if r == nil || slices.ContainsFunc(s.names, r.MatchString) {
-			syms = append(syms, &driver.Sym{Name: s.names, File: m.path, Start: s.addr, End: s.addr + s.size - 1})
+		if ns := names(s); r == nil || slices.ContainsFunc(ns, r.MatchString) {
+			syms = append(syms, &driver.Sym{Name: ns, File: m.path, Start: s.Start, End: s.End - 1})
 		}
 	}
 	return syms, nil
