@@ -10,13 +10,13 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -42,26 +42,15 @@ type testjitReport struct {
 // that perf, reading the Writer's dump, names the jitted functions with the
 // shares of CPU time they really had, through a move and an address reuse.
 func TestPerfJIT(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skipf("internal/testjit generates code for amd64 and arm64 only, not %s", runtime.GOARCH)
-	}
 	if testing.Short() {
 		t.Skip("runs perf for several seconds")
 	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf (linux-perf / linux-tools) is not on PATH; install it to check the dump against perf")
-	}
-
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "testjit")
-	run(t, "go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit")
-
-	// perf record and inject copy what they see into a build-id cache;
-	// a private one keeps ~/.debug clean.
+	data, out := fixtures.RecordTestJIT(t, 2000, "1.5s")
+	tmp := filepath.Dir(data)
+	// perf inject copies what it sees into a build-id cache; a private
+	// one keeps ~/.debug clean.
 	perf := []string{"perf", "--buildid-dir", filepath.Join(tmp, "buildid")}
-	dumpDir := t.TempDir()
-	data, jitData := filepath.Join(tmp, "perf.data"), filepath.Join(tmp, "perf.jit.data")
-	out := run(t, append(perf, "record", "-q", "-k", "mono", "-F", "2000", "-o", data, "--", bin, "-dir", dumpDir, "-duration", "1.5s")...)
+	jitData := filepath.Join(tmp, "perf.jit.data")
 	var truth testjitReport
 	if err := json.Unmarshal(out, &truth); err != nil {
 		t.Fatalf("testjit's report: %v\n%s", err, out)

@@ -20,29 +20,11 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
 )
-
-// jitNames returns the names of the functions in the recording's dumps.
-func jitNames(t testing.TB, rec fixtures.Recording) map[string]bool {
-	t.Helper()
-	names := map[string]bool{}
-	for _, path := range rec.Dumps {
-		d, err := jitcode.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fn := range d.Functions {
-			names[strings.Clone(fn.Name)] = true
-		}
-		d.Close()
-	}
-	return names
-}
 
 func TestReportFormats(t *testing.T) {
 	rec := fixtures.Record(t, fixtures.Node, "-g")
-	jitted := jitNames(t, rec)
+	jitted := fixtures.JITNames(t, rec.Dumps)
 	anyJIT := func(s string) bool {
 		for name := range jitted {
 			if strings.Contains(s, name) {
@@ -202,7 +184,7 @@ func TestReportWebUI(t *testing.T) {
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	found := false
-	for name := range jitNames(t, rec) {
+	for name := range fixtures.JITNames(t, rec.Dumps) {
 		found = found || bytes.Contains(page, []byte(name))
 	}
 	if resp.StatusCode != http.StatusOK || !found {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -123,16 +121,7 @@ type truth struct {
 // three functions in turn: each function's share of the samples is its
 // share of the CPU time the program measured, within sampling noise.
 func TestGroundTruth(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skipf("internal/testjit generates code for amd64 and arm64 only")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "testjit")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "perf.data")
-	out := fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-o", data, "--", bin, "-dir", dir, "-duration", "2s")
+	data, out := fixtures.RecordTestJIT(t, 4000, "2s")
 	var tr truth
 	if err := json.Unmarshal(out, &tr); err != nil {
 		t.Fatalf("testjit's report: %v\n%s", err, out)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -26,17 +25,7 @@ import (
 // jitSamples counts the samples perf put on functions the dumps name.
 func jitSamples(t testing.TB, counts map[string]int, dumps []string) int {
 	t.Helper()
-	names := map[string]bool{}
-	for _, path := range dumps {
-		d, err := jitcode.Read(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fn := range d.Functions {
-			names[strings.Clone(fn.Name)] = true
-		}
-		d.Close()
-	}
+	names := fixtures.JITNames(t, dumps)
 	n := 0
 	for s, c := range counts {
 		if names[s] {
@@ -280,17 +269,8 @@ func TestAnnotateWithSourceLines(t *testing.T) {
 // one (internal/testjit): every sample is placed exactly as perf inject
 // places it.
 func TestMovingJITSamePlacementAsPerf(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skipf("internal/testjit generates code for amd64 and arm64 only")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "testjit")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jitprof/jitprof/internal/testjit/cmd/testjit").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "perf.data")
-	fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "2000", "-o", data, "--", bin, "-dir", dir, "-duration", "0.8s")
-	theirs := filepath.Join(dir, "perf.jit.data")
+	data, _ := fixtures.RecordTestJIT(t, 2000, "0.8s")
+	theirs := filepath.Join(t.TempDir(), "perf.jit.data")
 	fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", theirs)
 	ours := filepath.Join(t.TempDir(), "out.data")
 	res, _ := run(t, inject.Options{Input: data, Output: ours, Pack: true})
