@@ -103,14 +103,13 @@ type Options struct {
 
 // Space is the address spaces of the recorded processes over time.
 type Space struct {
-	procs   map[uint32]*process
-	comms   map[uint32][]comm // by tid, in time order
-	modules map[moduleKey]*Module
-	kernel  *Module
-	vdso    *Module
-	anon    *Module
-	opts    Options
-	dumps   []*Module
+	procs  map[uint32]*process
+	comms  map[uint32][]comm // by tid, in time order
+	kernel *Module
+	vdso   *Module
+	anon   *Module
+	opts   Options
+	dumps  []*Module
 	// sameKernel tells that the recording was made on the running
 	// kernel, whose kallsyms and vDSO are then the recorded ones.
 	sameKernel bool
@@ -161,6 +160,7 @@ const (
 type builder struct {
 	*Space
 	idOf    map[string][]byte // build-ids of the recording's build-id table
+	modules map[moduleKey]*Module
 	conv    *perfdata.TimeConv
 	events  []event
 	markers []marker
@@ -182,19 +182,19 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 		opts.Warn = func(error) {}
 	}
 	b := builder{Space: &Space{
-		procs:   make(map[uint32]*process),
-		comms:   make(map[uint32][]comm),
-		modules: make(map[moduleKey]*Module),
-		kernel:  &Module{Name: "[kernel.kallsyms]", Kind: Kernel},
-		vdso:    &Module{Name: "[vdso]", Kind: VDSO},
-		anon:    &Module{Name: "//anon", Kind: Anon},
-		opts:    opts,
+		procs:  make(map[uint32]*process),
+		comms:  make(map[uint32][]comm),
+		kernel: &Module{Name: "[kernel.kallsyms]", Kind: Kernel},
+		vdso:   &Module{Name: "[vdso]", Kind: VDSO},
+		anon:   &Module{Name: "//anon", Kind: Anon},
+		opts:   opts,
 	}}
 	b.sameKernel = recordedOnThisKernel(r)
 	buildIDs, err := r.BuildIDs()
 	if err != nil {
 		return nil, err
 	}
+	b.modules = make(map[moduleKey]*Module)
 	b.idOf = make(map[string][]byte, len(buildIDs))
 	for _, id := range buildIDs {
 		b.idOf[strings.Clone(id.Filename)] = bytes.Clone(id.ID)
@@ -398,6 +398,9 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 		return f
 	}
 	r := p.find(addr, t)
+	if r != nil {
+		f.From, f.Until = r.from, r.until // a perf map has no times: the answer holds as long as r
+	}
 	if r == nil || r.module.Kind == Anon {
 		if m := s.perfMap(p); m != nil {
 			if e, ok := m.perfMap.Lookup(addr); ok {
@@ -412,7 +415,6 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 	}
 	f.Module = r.module
 	f.Map.Start, f.Map.End, f.Map.Pgoff = r.start, r.end, r.pgoff
-	f.From, f.Until = r.from, r.until
 	if r.fn != nil {
 		base := r.start - r.pgoff
 		f.Symbol = Symbol{Name: r.fn.Name, Start: base, End: base + r.fn.CodeSize, JIT: r.fn}
