@@ -1,10 +1,43 @@
 GO ?= go
+CC ?= cc
+# Where the agents are built: make agents BUILD=/some/dir.
+BUILD ?= build
 
-.PHONY: build demo test bench
+# The JDK's include directory (jvmti.h, jvmticmlr.h): $(JAVA_HOME), else the
+# JDK of the javac on PATH, else any JDK under /usr/lib/jvm.
+JAVAC_HOME := $(patsubst %/bin/javac,%,$(realpath $(shell command -v javac 2>/dev/null)))
+JDK_INCLUDE ?= $(patsubst %/jvmti.h,%,$(firstword $(wildcard \
+	$(addsuffix /include/jvmti.h,$(JAVA_HOME) $(JAVAC_HOME)) /usr/lib/jvm/*/include/jvmti.h)))
 
-# The jitprof command, built into ./jitprof.
-build:
-	$(GO) build -o jitprof ./cmd/jitprof
+# The agents live inside foreign processes: position-independent, nothing
+# exported but their entry points, nothing linked beyond libc.
+AGENT_CFLAGS = -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Iagents/jitdump $(CFLAGS)
+AGENT_LDFLAGS = -shared -pthread -Wl,-z,defs -Wl,-z,now -Wl,-z,relro $(LDFLAGS)
+WRITER = agents/jitdump/jitdump_writer.c agents/jitdump/jitdump_writer.h
+ITTJIT_SRC = $(wildcard agents/ittjit/*.c)
+AGENTS = $(BUILD)/libjitprof-jvmti.so $(BUILD)/libjitprof-ittjit.so
+
+.PHONY: build agents demo test bench
+
+# The jitprof command, built into ./jitprof with the agents embedded, so
+# jitprof record can hand them out.
+build: agents
+	mkdir -p agents/lib
+	cp $(AGENTS) agents/lib/
+	$(GO) build -tags embedagents -o jitprof ./cmd/jitprof
+
+# The JVMTI agent for Java and the Intel JIT API collector.
+agents: $(AGENTS)
+
+$(BUILD)/libjitprof-jvmti.so: agents/jvmti/jvmti_agent.c $(WRITER)
+	@test -n "$(JDK_INCLUDE)" || { echo "no JDK headers (jvmti.h) found: set JAVA_HOME or JDK_INCLUDE" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	$(CC) $(AGENT_CFLAGS) -I$(JDK_INCLUDE) -I$(JDK_INCLUDE)/linux -o $@ agents/jvmti/jvmti_agent.c agents/jitdump/jitdump_writer.c $(AGENT_LDFLAGS)
+
+$(BUILD)/libjitprof-ittjit.so: $(ITTJIT_SRC) $(wildcard agents/ittjit/*.h) $(WRITER)
+	@test -n "$(ITTJIT_SRC)" || { echo "no sources in agents/ittjit/" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	$(CC) $(AGENT_CFLAGS) -Iagents/ittjit -o $@ $(ITTJIT_SRC) agents/jitdump/jitdump_writer.c $(AGENT_LDFLAGS)
 
 # jitprof's main job on the bundled input, a dump PHP's JIT wrote.
 demo: build

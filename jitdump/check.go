@@ -36,6 +36,7 @@ const (
 	KindMoveSize       = "move-size"
 	KindTimeBackwards  = "time-backwards"
 	KindDebugOutside   = "debug-outside-code"
+	KindInlineUnknown  = "inline-unknown-index"
 )
 
 // Finding is one violation found by Check.
@@ -113,6 +114,10 @@ func (c *checker) record(rec Record) {
 		if c.pending != nil {
 			c.debugOutside(c.pending, r)
 			c.pending = nil
+		}
+	case *InlineInfo:
+		if _, ok := c.loaded[r.CodeIndex]; !ok {
+			c.add(h.Offset, Error, KindInlineUnknown, "inlined %q refers to code_index %d, which no earlier CODE_LOAD has", r.Name, r.CodeIndex)
 		}
 	case *CodeMove:
 		size, ok := c.loaded[r.CodeIndex]

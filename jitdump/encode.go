@@ -44,6 +44,10 @@ func AppendRecord(b []byte, o binary.ByteOrder, rec Record) ([]byte, error) {
 		return b, nil
 	case *UnwindingInfo:
 		return appendUnwinding(b, o, r), nil
+	case *StageMark:
+		return appendStageMark(b, o, r), nil
+	case *InlineInfo:
+		return appendInlineInfo(b, o, r)
 	case *Unknown:
 		return appendRaw(b, o, r.RecordHeader, r.Body), nil
 	case *Invalid:

@@ -57,6 +57,12 @@ func (t RecordType) String() string {
 	if int(t) < len(typeNames) {
 		return typeNames[t]
 	}
+	if t == TypeStageMark {
+		return "JITPROF_STAGE"
+	}
+	if t == TypeInlineInfo {
+		return "JITPROF_INLINE"
+	}
 	return fmt.Sprintf("UNKNOWN(%d)", uint32(t))
 }
 
@@ -84,8 +90,9 @@ type RecordHeader struct {
 func (h *RecordHeader) Header() *RecordHeader { return h }
 
 // Record is one of *CodeLoad, *CodeMove, *DebugInfo, *CodeClose,
-// *UnwindingInfo, *Unknown (an id this package does not know) or *Invalid
-// (a known id whose fields do not fit the record).
+// *UnwindingInfo, *StageMark and *InlineInfo (jitprof's extensions),
+// *Unknown (an id this package does not know) or *Invalid (a known id whose
+// fields do not fit the record).
 type Record interface {
 	Header() *RecordHeader
 }

@@ -27,6 +27,12 @@ func Open(name string) (*File, error) {
 	return &File{Reader: r, mapping: m}, nil
 }
 
+// Evict drops the file's pages read so far from the process's resident
+// memory; records stay valid, and the pages they touch are read back from
+// the kernel's cache. It suits a reader that indexes a large dump and then
+// uses few of its functions.
+func (f *File) Evict() { f.mapping.Evict() }
+
 // Close releases the mapping; records read from the File must not be used after it.
 func (f *File) Close() error {
 	f.Reader.data = nil

@@ -360,6 +360,15 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		rec := r.unwinds.new(r.ReuseRecord)
 		*rec = UnwindingInfo{RecordHeader: h, MappedSize: mapped, EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
 		return rec
+
+	case TypeStageMark:
+		if len(b) < stageMarkFixed {
+			return needs(stageMarkFixed)
+		}
+		return decodeStageMark(h, b, o, invalid)
+
+	case TypeInlineInfo:
+		return decodeInlineInfo(h, b, o, invalid)
 	}
 	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}
 }

@@ -32,6 +32,10 @@ func describe(rec jitdump.Record) string {
 		}
 	case *jitdump.UnwindingInfo:
 		s += fmt.Sprintf(" mapped=%d eh_frame=%x hdr=%x", r.MappedSize, r.EHFrame, r.EHFrameHdr)
+	case *jitdump.StageMark:
+		s += fmt.Sprintf(" stage=%q accounting=%t", r.Name, r.Accounting)
+	case *jitdump.InlineInfo:
+		s += fmt.Sprintf(" index=%d addr=%#x size=%d id=%d parent=%d root=%d lines=%v name=%q file=%q", r.CodeIndex, r.CodeAddr, r.CodeSize, r.MethodID, r.ParentID, r.RootID, r.Lines, r.Name, r.File)
 	case *jitdump.Unknown:
 		s += fmt.Sprintf(" body=%x", r.Body)
 	case *jitdump.Invalid:
@@ -95,6 +99,8 @@ func sample() []jitdump.Record {
 		&jitdump.CodeLoad{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeCodeLoad, Timestamp: 102}, Pid: 7, Tid: 8, VMA: 0x2000, CodeAddr: 0x2000, CodeSize: 0, CodeIndex: 2, Name: "empty"},
 		&jitdump.CodeLoad{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeCodeLoad, Timestamp: 103}, Pid: 7, Tid: 9, VMA: 0, CodeAddr: 0x3000, CodeSize: 5, CodeIndex: 3, Name: "Lfoo/Bar;baz(I)V with spaces", Code: []byte{0x55, 0x48, 0x89, 0xe5, 0xc3}},
 		&jitdump.CodeMove{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeCodeMove, Timestamp: 104}, Pid: 7, Tid: 8, VMA: 0x5000, OldCodeAddr: 0x3000, NewCodeAddr: 0x5000, CodeSize: 5, CodeIndex: 3},
+		&jitdump.StageMark{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeStageMark, Timestamp: 104}, Name: "warm-up", Accounting: false},
+		&jitdump.StageMark{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeStageMark, Timestamp: 105}, Name: "", Accounting: true},
 		&jitdump.Unknown{RecordHeader: jitdump.RecordHeader{Type: 99, Timestamp: 105}, Body: []byte("future record")},
 		&jitdump.CodeClose{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeCodeClose, Timestamp: 106}},
 	}

@@ -50,6 +50,9 @@ type Writer struct {
 	nextIndex uint64
 	err       error // sticky: the first write that failed
 
+	stage         string // of the last StageMark written
+	accountingOff bool
+
 	file   *os.File
 	marker []byte // the mapped first page perf record notices
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 )
 
-// testjitReport is the truth internal/testjit/cmd/testjit prints.
-type testjitReport struct {
+// minijitReport is the truth examples/minijit prints.
+type minijitReport struct {
 	Dump      string `json:"dump"`
 	Functions map[string]struct {
 		CPUNanos int64 `json:"cpu_ns"`
@@ -38,7 +38,7 @@ type testjitReport struct {
 	} `json:"phases"`
 }
 
-// TestPerfJIT profiles a real JIT, internal/testjit, with perf and checks
+// TestPerfJIT profiles a real JIT, examples/minijit, with perf and checks
 // that perf, reading the Writer's dump, names the jitted functions with the
 // shares of CPU time they really had, through a move and an address reuse.
 func TestPerfJIT(t *testing.T) {
@@ -51,9 +51,9 @@ func TestPerfJIT(t *testing.T) {
 	// one keeps ~/.debug clean.
 	perf := []string{"perf", "--buildid-dir", filepath.Join(tmp, "buildid")}
 	jitData := filepath.Join(tmp, "perf.jit.data")
-	var truth testjitReport
+	var truth minijitReport
 	if err := json.Unmarshal(out, &truth); err != nil {
-		t.Fatalf("testjit's report: %v\n%s", err, out)
+		t.Fatalf("minijit's report: %v\n%s", err, out)
 	}
 	lines := checkDump(t, &truth)
 
@@ -89,7 +89,7 @@ func run(t *testing.T, args ...string) []byte {
 // every load where the program put it, loop_b's move, and loop_d loaded
 // where loop_b was. It returns the source lines of each function name, as
 // its DEBUG_INFO gives them.
-func checkDump(t *testing.T, truth *testjitReport) map[string]map[string]bool {
+func checkDump(t *testing.T, truth *minijitReport) map[string]map[string]bool {
 	t.Helper()
 	f, err := jitdump.Open(truth.Dump)
 	if err != nil {
@@ -114,7 +114,7 @@ func checkDump(t *testing.T, truth *testjitReport) map[string]map[string]bool {
 	}
 	defer f2.Close()
 	var log []string
-	lines := map[string]map[string]bool{} // "testjit.src:12"
+	lines := map[string]map[string]bool{} // "minijit.src:12"
 	var pending *jitdump.DebugInfo
 	for {
 		rec, err := f2.Next()
@@ -140,8 +140,8 @@ func checkDump(t *testing.T, truth *testjitReport) map[string]map[string]bool {
 			}
 			for e := range pending.Entries() {
 				lines[name][fmt.Sprintf("%s:%d", e.File, e.Line)] = true
-				if e.File != "testjit.src" || e.Addr < r.CodeAddr || e.Addr >= r.CodeAddr+r.CodeSize {
-					t.Errorf("DEBUG_INFO of %s: entry %+v is not in testjit.src within [%#x, %#x)", r.Name, e, r.CodeAddr, r.CodeAddr+r.CodeSize)
+				if e.File != "minijit.src" || e.Addr < r.CodeAddr || e.Addr >= r.CodeAddr+r.CodeSize {
+					t.Errorf("DEBUG_INFO of %s: entry %+v is not in minijit.src within [%#x, %#x)", r.Name, e, r.CodeAddr, r.CodeAddr+r.CodeSize)
 				}
 			}
 			pending = nil
@@ -182,14 +182,14 @@ func checkDump(t *testing.T, truth *testjitReport) map[string]map[string]bool {
 	// The point of the program: a move, and a load at a moved function's
 	// old address under another name.
 	if !strings.Contains(w, "move") {
-		t.Error("testjit moved no function")
+		t.Error("minijit moved no function")
 	}
 	reused := false
 	for _, ns := range names {
 		reused = reused || len(ns) > 1
 	}
 	if !reused {
-		t.Error("testjit reused no function's address")
+		t.Error("minijit reused no function's address")
 	}
 	return lines
 }
@@ -219,7 +219,7 @@ func logReport(t *testing.T, report []byte) {
 // and 4 for loop_d, against measured errors under 1 point. A lost move or
 // reuse is bigger (it takes loop_b's or loop_d's later samples away: 20 and
 // 7 points), and checkPlacements catches it sample by sample anyway.
-func checkShares(t *testing.T, truth *testjitReport, report []byte) {
+func checkShares(t *testing.T, truth *minijitReport, report []byte) {
 	t.Helper()
 	samples := map[string]int{}
 	jitTotal := 0
@@ -266,7 +266,7 @@ func checkSrclines(t *testing.T, lines map[string]map[string]bool, report []byte
 	t.Helper()
 	checked := 0
 	for line := range strings.Lines(string(report)) {
-		// "    37.79%           458  [.] jit:loop_a      testjit.src:12"
+		// "    37.79%           458  [.] jit:loop_a      minijit.src:12"
 		f := strings.Fields(line)
 		if len(f) < 5 || f[2] != "[.]" {
 			continue
@@ -289,7 +289,7 @@ func checkSrclines(t *testing.T, lines map[string]map[string]bool, report []byte
 // checkPlacements checks each sample perf script lists in the program's code
 // against where the program says which function was during that phase: the
 // move and the reuse must be followed exactly.
-func checkPlacements(t *testing.T, truth *testjitReport, script []byte) {
+func checkPlacements(t *testing.T, truth *minijitReport, script []byte) {
 	t.Helper()
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	for _, ph := range truth.Phases {

@@ -218,6 +218,73 @@ func (w *Writer) Close() error {
 	return nil
 }
 
+// Salvage ends a Writer whose writing failed, typically for lack of space,
+// by keeping what reached the disk rather than removing it: the records
+// that are there whole, the file cut after the last of them, and the header
+// rewritten in place to say so. The feature sections are left out, since
+// writing them would need space. The file is then named as Close names it.
+// If even the attrs did not reach the disk, or the header cannot be
+// written, Salvage removes the file and says why.
+func (w *Writer) Salvage() error {
+	if w.closed {
+		return errClosed
+	}
+	w.closed = true
+	err := w.salvage()
+	if err != nil {
+		w.f.Close()
+		os.Remove(w.f.Name())
+	}
+	return err
+}
+
+func (w *Writer) salvage() error {
+	fail := func(err error) error { return fmt.Errorf("perfdata: keeping what reached %s: %w", w.name, err) }
+	end, err := w.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fail(err)
+	}
+	if end < w.dataOff {
+		return fail(fmt.Errorf("only %d of the %d bytes before the data are on disk", end, w.dataOff))
+	}
+	// Records were written in order, so the whole ones are those before
+	// the first that the end of the file cuts.
+	kept := w.dataOff
+	br := bufio.NewReaderSize(io.NewSectionReader(w.f, w.dataOff, end-w.dataOff), streamBuffer)
+	for {
+		head, _ := br.Peek(RecordHeaderSize + 8)
+		if len(head) < RecordHeaderSize {
+			break
+		}
+		size := le.Uint16(head[6:])
+		n := extent(head, size)
+		if size < RecordHeaderSize || n > uint64(end-kept) {
+			break
+		}
+		if _, err := br.Discard(int(n)); err != nil {
+			return fail(err)
+		}
+		kept += int64(n)
+	}
+	if err := w.f.Truncate(kept); err != nil {
+		return fail(err)
+	}
+	w.written, w.features, w.err = kept-w.dataOff, nil, nil
+	if !w.pipe {
+		w.writeHeader()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if err := errors.Join(w.f.Sync(), w.f.Close()); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(w.f.Name(), w.name); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
 // Abort removes the file being written; the Writer cannot be used after.
 // After Close it does nothing.
 func (w *Writer) Abort() {

@@ -34,7 +34,7 @@ profiles of that code into symbolized reports.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd(), newAnnotateCmd())
+	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd(), newAnnotateCmd(), newRecordCmd())
 	new(selfProfile).register(root)
 	return root
 }

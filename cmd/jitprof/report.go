@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/analyze"
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/jitcode"
@@ -46,6 +48,11 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 
 // analyze reads the recording with the flags' filter.
 func (s *sampleFlags) analyze(cmd *cobra.Command) (*analyze.Result, error) {
+	// The analysis's heap is mostly long-lived tables (symbols, dumps,
+	// the calling context tree): collecting when it has grown by half
+	// rather than doubled costs little time and keeps the peak under
+	// twice the input (README, Performance).
+	debug.SetGCPercent(50)
 	flt := &s.opts.Filter
 	for _, p := range s.pids {
 		flt.Pids = append(flt.Pids, uint32(p))
@@ -74,7 +81,7 @@ func (s *sampleFlags) analyze(cmd *cobra.Command) (*analyze.Result, error) {
 		return nil, &exitError{code: 1, err: err}
 	}
 	if !s.quiet {
-		fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %d dumps", res.Kept, res.Samples, res.Event, res.Jitted, len(res.Space.Dumps()))
+		fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %d dumps", res.Kept, res.Samples, res.Event, res.Jitted, res.Dumps)
 		if res.Lost > 0 {
 			fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 		}
@@ -127,6 +134,7 @@ func newReportCmd() *cobra.Command {
 		graph     float64
 		byPeriod  bool
 		noBrowser bool
+		stages    stageFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "report [-i perf.data]",
@@ -141,57 +149,76 @@ whoever held it then. Native code is named from the ELF files' symbols
 
 Formats: text (perf report's top table; --children, -g call graphs), json
 (the same, for scripts), pprof (profile.proto for go tool pprof), folded
-(one line per stack, for flamegraph.pl and speedscope). --http serves pprof's
-web UI (flame graph, top, source, disassembly of jitted code) on the profile.`,
+(one line per stack, for flamegraph.pl and speedscope), gmon (gmon.out and a
+symbol file for GNU gprof, in the directory -o names), kaffe-as (the same with
+Kaffe's assembler symbol file). --http serves pprof's web UI (flame graph,
+top, source, disassembly of jitted code) on the profile. --stage reports
+parts of the run on their own: by time, or as the program marked them.`,
 		Example: `  perf record -k mono -g -- node --perf-prof app.js
   jitprof report
   jitprof report --children -g --comm node
   jitprof report --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz
   jitprof report --format folded -o app.folded && flamegraph.pl app.folded > app.svg
-  jitprof report --http localhost:8080`,
+  jitprof report --http localhost:8080
+  jitprof report -g --format gmon -o prof && gprof -b prof/jitprof-symbols prof/gmon.out
+  jitprof report --stage startup=,2 --stage steady=2,`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph, MinPercent: limit, GraphMinPercent: graph, CommRoot: true}
 			if byPeriod {
 				opts.Value = 1
 			}
-			var write func(io.Writer, *analyze.Result) error
+			var write func(io.Writer, *profile.Profile) error
 			switch format {
 			case "text":
-				write = func(w io.Writer, r *analyze.Result) error { return report.Text(w, r.Profile, opts) }
+				write = func(w io.Writer, p *profile.Profile) error { return report.Text(w, p, opts) }
 			case "json":
-				write = func(w io.Writer, r *analyze.Result) error { return report.JSON(w, r.Profile, opts) }
+				write = func(w io.Writer, p *profile.Profile) error { return report.JSON(w, p, opts) }
 			case "folded":
-				write = func(w io.Writer, r *analyze.Result) error { return report.Folded(w, r.Profile, opts) }
+				write = func(w io.Writer, p *profile.Profile) error { return report.Folded(w, p, opts) }
 			case "pprof":
 				if output == "" && httpAddr == "" {
 					return &exitError{code: 2, err: fmt.Errorf("--format pprof writes a binary file: give -o FILE")}
 				}
-				write = func(w io.Writer, r *analyze.Result) error { return r.Profile.Write(w) }
+				write = func(w io.Writer, p *profile.Profile) error { return p.Write(w) }
+			case "gmon", "kaffe-as": // files for gprof, written by stages.report
 			default:
-				return &exitError{code: 2, err: fmt.Errorf("--format %q: want text, json, pprof or folded", format)}
+				return &exitError{code: 2, err: fmt.Errorf("--format %q: want text, json, pprof, folded, gmon or kaffe-as", format)}
 			}
 			if err := report.CheckOptions(opts); err != nil {
 				return &exitError{code: 2, err: err}
+			}
+			// Only the web UI reads the dumps again (to disassemble).
+			samples.opts.ProfileOnly = httpAddr == ""
+			// Text, JSON and folded stacks name functions, never addresses.
+			samples.opts.PerFunction = (format == "text" || format == "json" || format == "folded") && httpAddr == ""
+			if write == nil || len(stages.specs) > 0 {
+				return stages.report(cmd, &samples, format, output, httpAddr != "", write)
 			}
 			res, err := samples.analyze(cmd)
 			if err != nil {
 				return err
 			}
+			defer res.Close()
 			if httpAddr != "" {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 				defer stop()
 				return serve(ctx, cmd, res, httpAddr, !noBrowser)
 			}
+			// The renderers build their own model of the profile, which
+			// can then go: nothing else holds it.
+			p := res.Profile
+			res.Profile = nil
 			if output == "" {
-				return write(cmd.OutOrStdout(), res)
+				return write(cmd.OutOrStdout(), p)
 			}
-			return atomicfile.Write(output, func(w io.Writer) error { return write(w, res) })
+			return atomicfile.Write(output, func(w io.Writer) error { return write(w, p) })
 		},
 	}
 	samples.register(cmd)
+	stages.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "text", "text, json, pprof or folded")
+	f.StringVar(&format, "format", "text", "text, json, pprof, folded, gmon or kaffe-as (gprof's files, into the directory -o names)")
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (whole or not at all) instead of standard output")
 	f.StringVar(&httpAddr, "http", "", "serve pprof's web UI on `HOST:PORT` instead of writing a report")
 	f.BoolVar(&noBrowser, "no-browser", false, "with --http, do not open a browser")

@@ -32,6 +32,15 @@ type Options struct {
 	// Event names the event whose samples are analysed, as perf evlist
 	// lists them; empty means the first.
 	Event string
+	// ProfileOnly releases the address spaces (symbol tables, mapped dumps)
+	// once the profile is built, for callers that need nothing else: a
+	// Result then has no Space and no Frames, and takes far less memory.
+	ProfileOnly bool
+	// PerFunction makes one profile Location per function (and one per
+	// module for the addresses no symbol covers) instead of one per
+	// address: all that reports by function need, and far fewer distinct
+	// stacks to hold. Locations then carry no line numbers.
+	PerFunction bool
 }
 
 // Filter selects samples; zero values select all.
@@ -44,26 +53,38 @@ type Filter struct {
 	// Symbol keeps the samples with a frame whose name (demangled)
 	// matches.
 	Symbol *regexp.Regexp
+	// Stage keeps the samples taken while the program was in the stage
+	// of that name, as it marked them in its dump (jitdump Writer.Stage).
+	// Samples taken while the program had accounting off are dropped
+	// whatever the filter.
+	Stage string
 }
 
 // Result is the profile and what went into it.
 type Result struct {
 	Profile *profile.Profile
-	Space   *symbolize.Space
+	Space   *symbolize.Space // nil with Options.ProfileOnly
 	Event   string
+	// Dumps counts the jitdump files read.
+	Dumps int
 	// Samples counts the event's samples read, Kept those the filter
 	// kept, Jitted the kept ones whose leaf is in jitted code.
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
 	// Frames maps each profile Location to the frame it came from, by
-	// Location ID - 1. Their strings may alias the dumps: use them before
-	// Close.
+	// Location ID - 1 (nil with Options.ProfileOnly). Their strings may
+	// alias the dumps: use them before Close.
 	Frames []symbolize.Frame
 }
 
 // Close releases the dumps the Space holds mapped. The Profile stays valid.
-func (r *Result) Close() error { return r.Space.Close() }
+func (r *Result) Close() error {
+	if r.Space == nil {
+		return nil
+	}
+	return r.Space.Close()
+}
 
 // Run reads opts.Input twice: once to build the address spaces, once to
 // symbolize and merge the samples.
@@ -89,23 +110,19 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var res *Result
+	var a *aggregator
 	err = withReader(opts.Input, func(r *perfdata.Reader) error {
-		a, err := newAggregator(r, space, opts)
-		if err != nil {
+		var err error
+		if a, err = newAggregator(r, space, opts); err != nil {
 			return err
 		}
-		if err := a.read(r); err != nil {
-			return err
-		}
-		res = a.result()
-		return nil
+		return a.read(r)
 	})
 	if err != nil {
 		space.Close()
 		return nil, err
 	}
-	return res, nil
+	return a.result()
 }
 
 // withReader calls read with a streaming Reader of the recording at path.
@@ -166,8 +183,11 @@ type cached struct {
 }
 
 type aggregator struct {
-	space  *symbolize.Space
-	filter Filter
+	space       *symbolize.Space
+	filter      Filter
+	stages      *jitcode.Stages
+	perFunction bool
+	profileOnly bool
 	attrs  map[*perfdata.Attr]bool // of the chosen event
 	event  string
 	unit   string
@@ -192,8 +212,10 @@ type aggregator struct {
 
 func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*aggregator, error) {
 	a := &aggregator{
-		space:   space,
-		filter:  opts.Filter,
+		space:       space,
+		filter:      opts.Filter,
+		perFunction: opts.PerFunction,
+		profileOnly: opts.ProfileOnly,
 		attrs:   make(map[*perfdata.Attr]bool),
 		locIDs:  make(map[location]uint32),
 		lookups: make(map[pcKey]cached),
@@ -202,6 +224,13 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		nodeIDs: make(map[node]uint32),
 		stacks:  make(map[stackKey]total),
 		first:   math.MaxUint64,
+	}
+	var dumps []*jitcode.Dump
+	for _, m := range space.Dumps() {
+		dumps = append(dumps, m.Dump)
+	}
+	if a.stages = jitcode.NewStages(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
+		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())
 	}
 	descs, err := r.EventDescs()
 	if err != nil {
@@ -286,6 +315,9 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	if (len(f.Pids) > 0 && !slices.Contains(f.Pids, s.Pid)) ||
 		(len(f.Tids) > 0 && !slices.Contains(f.Tids, s.Tid)) ||
 		t < f.Start || (f.End != 0 && t >= f.End) {
+		return
+	}
+	if stage, on := a.stages.At(s.Pid, t); !on || (f.Stage != "" && stage != f.Stage) {
 		return
 	}
 	comm := a.space.Comm(s.Tid, t)
@@ -373,6 +405,9 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	key := location{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start, addr: fr.Addr}
 	if fr.Symbol.Name == "" {
 		key.start = 0
+	}
+	if a.perFunction {
+		key.addr = 0
 	}
 	if id, ok := a.locIDs[key]; ok {
 		return id

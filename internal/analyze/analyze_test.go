@@ -103,7 +103,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 	}
 }
 
-// truth is what internal/testjit says it ran.
+// truth is what examples/minijit says it ran.
 type truth struct {
 	Functions map[string]struct {
 		CPUNanos int64 `json:"cpu_ns"`
@@ -124,7 +124,7 @@ func TestGroundTruth(t *testing.T) {
 	data, out := fixtures.RecordTestJIT(t, 4000, "2s")
 	var tr truth
 	if err := json.Unmarshal(out, &tr); err != nil {
-		t.Fatalf("testjit's report: %v\n%s", err, out)
+		t.Fatalf("minijit's report: %v\n%s", err, out)
 	}
 	shared := map[uint64]map[string]bool{}
 	for _, ph := range tr.Phases {
@@ -140,7 +140,7 @@ func TestGroundTruth(t *testing.T) {
 		three = three || len(names) >= 3
 	}
 	if !three {
-		t.Fatalf("testjit gave no address to three functions: %v", shared)
+		t.Fatalf("minijit gave no address to three functions: %v", shared)
 	}
 
 	res := run(t, analyze.Options{Input: data})

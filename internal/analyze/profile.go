@@ -21,7 +21,7 @@ const JITBuildID = "jitdump"
 // was mapped at) and per dump, perf map and the kernel, with every Has*
 // flag set since the profile is complete and pprof must not re-symbolize
 // it.
-func (a *aggregator) result() *Result {
+func (a *aggregator) result() (*Result, error) {
 	p := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: a.event, Unit: a.unit}},
 		DefaultSampleType: "samples",
@@ -91,7 +91,9 @@ func (a *aggregator) result() *Result {
 				l = jit.Lines()
 				lines[jit] = l
 			}
-			file, line, _ = l.At(fr.Symbol.LoadAddr(fr.Addr))
+			if file, line, ok = l.At(fr.Symbol.LoadAddr(fr.Addr)); !ok && len(l) > 0 {
+				file = l[0].File // code before the first line is still in the function's file
+			}
 		}
 		key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
 		fn := functions[key]
@@ -104,11 +106,24 @@ func (a *aggregator) result() *Result {
 		if fn.Filename == "" {
 			fn.Filename = strings.Clone(file)
 		}
+		if a.perFunction {
+			line = 0 // the location stands for every line of the function
+		}
 		loc.Line = []profile.Line{{Function: fn, Line: int64(line)}}
 	}
 
-	// The tree's lookup map is no longer needed; the profile takes room.
-	a.nodeIDs, a.locIDs, a.lookups = nil, nil, nil
+	res := &Result{
+		Profile: p, Space: a.space, Event: a.event, Dumps: len(a.space.Dumps()),
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Frames: a.frames,
+	}
+	// What only the lookups needed goes before the samples take room.
+	a.nodeIDs, a.locIDs, a.lookups, a.names, a.matches = nil, nil, nil, nil, nil
+	var err error
+	if a.profileOnly {
+		err = a.space.Close()
+		a.space, a.frames, res.Space, res.Frames = nil, nil, nil, nil
+	}
 
 	// Samples of one thread share their label maps: pprof only reads them.
 	type labels struct {
@@ -143,9 +158,5 @@ func (a *aggregator) result() *Result {
 	}
 	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
 
-	return &Result{
-		Profile: p, Space: a.space, Event: a.event,
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
-		Frames: a.frames,
-	}
+	return res, err
 }

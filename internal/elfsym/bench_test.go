@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -52,7 +53,7 @@ func BenchmarkLookup(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		syms := tab.Symbols()
+		syms := slices.Collect(tab.Symbols())
 		rng := rand.New(rand.NewPCG(1, 2))
 		addrs := make([]uint64, 1<<12)
 		for i := range addrs {

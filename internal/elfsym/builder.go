@@ -3,6 +3,8 @@ package elfsym
 import (
 	"bytes"
 	"cmp"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -247,26 +249,25 @@ func leadingUnderscores(s []byte) uint8 {
 // table makes the Table of the live symbols. Lookups where symbols
 // overlap are answered now, by the tree; the Table then only needs a
 // binary search over disjoint ranges.
-func (b *builder) table(path string) *Table {
-	t := &Table{path: path, syms: make([]Symbol, len(b.order))}
-	// One string holds all the names, cut into the symbols' Names.
+func (b *builder) table(path string) (*Table, error) {
 	var size int
 	for _, r := range b.order {
 		size += len(b.info[r.id].name)
 	}
+	if size > math.MaxUint32 { // names may share bytes of a string table
+		return nil, fmt.Errorf("%s: the symbol names add up to %d bytes, more than 4 GiB", path, size)
+	}
+	t := &Table{path: path, syms: make([]entry, len(b.order)), modules: b.modules}
 	var names strings.Builder
 	names.Grow(size)
-	for _, r := range b.order {
-		names.Write(b.info[r.id].name)
-	}
-	all := names.String()
 	for k, r := range b.order {
 		info := &b.info[r.id]
-		t.syms[k] = Symbol{Name: all[:len(info.name)], Start: r.start, End: r.end, Module: b.modules[info.module]}
-		all = all[len(info.name):]
+		names.Write(info.name)
+		t.syms[k] = entry{start: r.start, end: r.end, nameEnd: uint32(names.Len()), module: info.module}
 	}
+	t.names = names.String()
 	b.flatten(t)
-	return t
+	return t, nil
 }
 
 // flatten fills t's ranges. A symbol that overlaps no other is found by

@@ -26,6 +26,19 @@ type elfFile struct {
 	symtab  *elf.Section
 	dynsym  *elf.Section
 	buildID []byte
+	mapped  []byte // the whole file, when it is mapped
+}
+
+// sectionData returns the contents of s: in place when the file is mapped
+// and s is stored as it is, else a copy.
+func (f *elfFile) sectionData(s *elf.Section) ([]byte, error) {
+	if f.mapped != nil && s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_COMPRESSED == 0 {
+		if s.Offset > uint64(len(f.mapped)) || s.Size > uint64(len(f.mapped))-s.Offset {
+			return nil, fmt.Errorf("section %s at %#x, %d bytes, runs past the end of the file", s.Name, s.Offset, s.Size)
+		}
+		return f.mapped[s.Offset : s.Offset+s.Size], nil
+	}
+	return s.Data()
 }
 
 func newELF(r io.ReaderAt, path string) (*elfFile, error) {
@@ -116,7 +129,10 @@ func load(syms, runtime *elfFile) (*Table, error) {
 		}
 	}
 	b.addPLT(runtime)
-	t := b.table(syms.path)
+	t, err := b.table(syms.path)
+	if err != nil {
+		return nil, err
+	}
 	t.buildID = runtime.buildID
 	t.segments = segments(runtime.File)
 	return t, nil
@@ -134,13 +150,13 @@ func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
 		st.entSize = 16
 	}
 	var err error
-	if st.data, err = sec.Data(); err != nil {
+	if st.data, err = f.sectionData(sec); err != nil {
 		return st, f.errorf("%s: %v", sec.Name, err)
 	}
 	if int(sec.Link) >= len(f.Sections) {
 		return st, f.errorf("%s: bad string table index %d", sec.Name, sec.Link)
 	}
-	if st.strtab, err = f.Sections[sec.Link].Data(); err != nil {
+	if st.strtab, err = f.sectionData(f.Sections[sec.Link]); err != nil {
 		return st, f.errorf("%s: strings: %v", sec.Name, err)
 	}
 	return st, nil
@@ -273,15 +289,15 @@ func (b *builder) addPLT(runtime *elfFile) {
 	if rel.Type != elf.SHT_RELA && rel.Type != elf.SHT_REL {
 		return
 	}
-	relData, err := rel.Data()
+	relData, err := runtime.sectionData(rel)
 	if err != nil {
 		return
 	}
-	symData, err := dynsym.Data()
+	symData, err := runtime.sectionData(dynsym)
 	if err != nil || int(dynsym.Link) >= len(runtime.Sections) {
 		return
 	}
-	strtab, err := runtime.Sections[dynsym.Link].Data()
+	strtab, err := runtime.sectionData(runtime.Sections[dynsym.Link])
 	if err != nil || len(strtab) == 0 {
 		return
 	}

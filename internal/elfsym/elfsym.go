@@ -43,6 +43,8 @@
 // A Table is immutable and safe for concurrent use.
 package elfsym
 
+import "iter"
+
 // A Symbol is a named address range [Start, End).
 type Symbol struct {
 	Name       string // raw, as in the symbol table
@@ -54,7 +56,10 @@ type Symbol struct {
 
 // A Table is a symbol table sorted by address.
 type Table struct {
-	syms []Symbol
+	// The symbols, compactly: a large program has hundreds of thousands.
+	syms    []entry
+	names   string   // back to back, in the symbols' order
+	modules []string // kallsyms modules; 0 is the kernel
 	// Disjoint, sorted ranges [starts[i], spans[i].end) in which Lookup
 	// finds syms[spans[i].sym]. The starts are a slice of their own for a
 	// search with few cache misses.
@@ -64,6 +69,24 @@ type Table struct {
 	path     string
 	buildID  []byte
 	segments []segment
+}
+
+// An entry is a Symbol of a Table: its name ends at nameEnd in the names,
+// where the previous symbol's ends.
+type entry struct {
+	start, end uint64
+	nameEnd    uint32
+	module     uint16
+}
+
+// symbol returns the k-th symbol.
+func (t *Table) symbol(k int) Symbol {
+	var nameStart uint32
+	if k > 0 {
+		nameStart = t.syms[k-1].nameEnd
+	}
+	e := &t.syms[k]
+	return Symbol{Name: t.names[nameStart:e.nameEnd], Start: e.start, End: e.end, Module: t.modules[e.module]}
 }
 
 // A segment maps file offsets [off, off+size) to addresses [addr, ...).
@@ -77,7 +100,7 @@ func (t *Table) Lookup(addr uint64) (Symbol, bool) {
 	if i < 0 || addr >= t.spans[i].end {
 		return Symbol{}, false
 	}
-	return t.syms[t.spans[i].sym], true
+	return t.symbol(int(t.spans[i].sym)), true
 }
 
 // A span ends a range and tells its symbol.
@@ -119,9 +142,16 @@ func (t *Table) add(start, end uint64, sym int32) {
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }
 
-// Symbols returns the symbols in address order. The slice must not be
-// modified.
-func (t *Table) Symbols() []Symbol { return t.syms }
+// Symbols returns the symbols in address order.
+func (t *Table) Symbols() iter.Seq[Symbol] {
+	return func(yield func(Symbol) bool) {
+		for k := range t.syms {
+			if !yield(t.symbol(k)) {
+				return
+			}
+		}
+	}
+}
 
 // Path returns the file the symbols were read from: for Open, the debug
 // file when one was used.

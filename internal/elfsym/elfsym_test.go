@@ -113,7 +113,7 @@ func TestReadKallsyms(t *testing.T) {
 	if tab.Path() != "/proc/kallsyms" {
 		t.Errorf("Path() = %q", tab.Path())
 	}
-	syms := tab.Symbols()
+	syms := slices.Collect(tab.Symbols())
 	for i := 1; i < len(syms); i++ {
 		if syms[i].Start < syms[i-1].Start {
 			t.Fatalf("symbols out of order at %d: %+v, %+v", i, syms[i-1], syms[i])
@@ -207,7 +207,7 @@ func TestVDSO(t *testing.T) {
 		t.Fatalf("VDSO() = path %q, %d symbols, build-id %x", tab.Path(), tab.Len(), tab.BuildID())
 	}
 	names := map[string]bool{}
-	for _, s := range tab.Symbols() {
+	for s := range tab.Symbols() {
 		names[s.Name] = true
 		if got, ok := tab.Lookup(s.Start); !ok || got != s {
 			t.Errorf("Lookup(%#x) = %+v, %v; want %+v", s.Start, got, ok, s)
@@ -258,7 +258,7 @@ func TestOpenDebugFiles(t *testing.T) {
 }
 
 func hasSymbol(tab *Table, name string) bool {
-	for _, s := range tab.Symbols() {
+	for s := range tab.Symbols() {
 		if s.Name == name {
 			return true
 		}

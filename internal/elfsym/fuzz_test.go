@@ -2,13 +2,14 @@ package elfsym
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
 // checkTable checks what holds for any table: the symbols are in order,
 // and what Lookup finds holds the address.
 func checkTable(t *testing.T, tab *Table) {
-	syms := tab.Symbols()
+	syms := slices.Collect(tab.Symbols())
 	if len(syms) != tab.Len() {
 		t.Fatalf("Len() = %d, but %d symbols", tab.Len(), len(syms))
 	}

@@ -97,7 +97,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 			break
 		}
 	}
-	return b.table(""), nil
+	return b.table("kallsyms")
 }
 
 // parseHex reads a hexadecimal number at the start of b, returning it

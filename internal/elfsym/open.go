@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/jitprof/jitprof/internal/mapfile"
 )
 
 // Open reads the symbols of the ELF file at path, from a separate debug
@@ -43,21 +45,25 @@ func Open(path string) (*Table, error) {
 }
 
 // openELF opens path as an ELF file, returning a function that closes it.
+// The file is mapped: its symbol tables, tens of megabytes in large
+// programs, are then read in place rather than copied to the heap.
 func openELF(path string) (*elfFile, func(), error) {
-	f, err := os.Open(path)
-	if err != nil {
+	if fi, err := os.Stat(path); err != nil {
 		return nil, nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
+	} else if !fi.Mode().IsRegular() {
 		return nil, nil, fmt.Errorf("elfsym: %s: not a regular file", path)
 	}
-	ef, err := newELF(f, path)
+	m, err := mapfile.Open(path)
 	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
-	return ef, func() { f.Close() }, nil
+	ef, err := newELF(bytes.NewReader(m.Data), path)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	ef.mapped = m.Data
+	return ef, func() { m.Close() }, nil
 }
 
 // debugFiles lists where perf looks for a debug file of f, in its order
@@ -88,7 +94,7 @@ func debugLink(f *elfFile) string {
 	if s == nil {
 		return ""
 	}
-	data, err := s.Data()
+	data, err := f.sectionData(s)
 	if err != nil {
 		return ""
 	}

@@ -266,7 +266,7 @@ func TestAnnotateWithSourceLines(t *testing.T) {
 }
 
 // A JIT that moves a function and gives a freed function's place to a new
-// one (internal/testjit): every sample is placed exactly as perf inject
+// one (examples/minijit): every sample is placed exactly as perf inject
 // places it.
 func TestMovingJITSamePlacementAsPerf(t *testing.T) {
 	data, _ := fixtures.RecordTestJIT(t, 2000, "0.8s")

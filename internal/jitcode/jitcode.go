@@ -18,6 +18,9 @@ type Function struct {
 	*jitdump.CodeLoad
 	Debug  *jitdump.DebugInfo     // nil when the dump has no lines for it
 	Unwind *jitdump.UnwindingInfo // nil when the dump has no unwinding data for it
+	// Inlines are the method instances inlined into the function's code
+	// (jitprof's extension record), in file order; see InlineChain.
+	Inlines []*jitdump.InlineInfo
 }
 
 // Event places a function at an address from a time on: its load, or a move.
@@ -40,7 +43,11 @@ type Dump struct {
 	// indexes, and the condition that ended reading early (truncation or
 	// corruption); the records before it are kept.
 	Problems []error
-	file     *jitdump.File
+	// Marks are the program's stage marks (jitdump Writer.Stage and
+	// Accounting), in file order.
+	Marks []*jitdump.StageMark
+
+	file *jitdump.File
 }
 
 // Read reads the dump at path.
@@ -62,6 +69,7 @@ func Read(path string) (*Dump, error) {
 			if err != io.EOF {
 				d.Problems = append(d.Problems, err)
 			}
+			f.Evict() // profiles touch few of the functions again
 			return d, nil
 		}
 		switch r := rec.(type) {
@@ -82,6 +90,15 @@ func Read(path string) (*Dump, error) {
 				continue
 			}
 			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Func: fn, Move: true})
+		case *jitdump.StageMark:
+			d.Marks = append(d.Marks, r)
+		case *jitdump.InlineInfo:
+			fn := byIndex[r.CodeIndex]
+			if fn == nil {
+				d.Problems = append(d.Problems, &jitdump.FormatError{File: path, Off: r.Offset, Msg: "inline record of a code_index no CODE_LOAD has; skipped"})
+				continue
+			}
+			fn.Inlines = append(fn.Inlines, r)
 		case *jitdump.Invalid:
 			d.Problems = append(d.Problems, r.Err)
 		}

@@ -43,8 +43,12 @@ func IsMarker(filename string) bool {
 // IsAnonymous tells the mappings of anonymous memory, where JITs put their
 // code. The kernel re-announces such regions when it merges them, so once a
 // process's dump is in use they would hide its functions; perf drops them.
+// Shared anonymous memory is "/dev/zero (deleted)": PHP's opcache keeps its
+// JIT buffer there and re-protects it after every compilation, which the
+// kernel announces as a new mapping of the whole buffer; perf does not drop
+// those, and loses PHP's functions to them.
 func IsAnonymous(filename string) bool {
-	return strings.HasPrefix(filename, "//anon") || strings.HasPrefix(filename, "[anon:") || strings.HasPrefix(filename, "/memfd:")
+	return strings.HasPrefix(filename, "//anon") || strings.HasPrefix(filename, "[anon:") || strings.HasPrefix(filename, "/memfd:") || strings.HasPrefix(filename, "/dev/zero")
 }
 
 // Locate finds a dump at the path the recording saw, or by its name in dirs.

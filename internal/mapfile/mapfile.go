@@ -41,6 +41,15 @@ func Open(name string) (*Mapping, error) {
 	return &Mapping{Data: data}, nil
 }
 
+// Evict drops the pages read so far from the process's resident memory, for
+// readers that index a file in one pass and then touch little of it: the
+// kernel reads pages back from its cache when they are touched again.
+func (m *Mapping) Evict() {
+	if m.mapped {
+		_ = unix.Madvise(m.Data, unix.MADV_DONTNEED)
+	}
+}
+
 // Close releases the bytes; nothing that aliases Data may be used after it.
 func (m *Mapping) Close() error {
 	data, mapped := m.Data, m.mapped

@@ -132,7 +132,7 @@ func (m *mappedELF) SourceLine(uint64) ([]driver.Frame, error) {
 // pieces, and pprof asks each for symbols.
 func (m *mappedELF) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error) {
 	var syms []*driver.Sym
-	for _, s := range m.syms.Symbols() {
+	for s := range m.syms.Symbols() {
 		if addr != 0 && (addr < s.Start || addr >= s.End) {
 			continue
 		}

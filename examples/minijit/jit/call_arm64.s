@@ -1,13 +1,24 @@
 #include "textflag.h"
 
+// The registers are those code_arm64.go documents. The frames are not
+// empty so that the assembler saves LR, which the calls overwrite.
+
 // func Call(fn, n uint64) uint64
-// The frame is not empty so that the assembler saves LR, which the call
-// overwrites.
 TEXT ·Call(SB), NOSPLIT, $16-24
-	MOVD fn+0(FP), R2
+	MOVD fn+0(FP), R9
 	MOVD n+8(FP), R0
-	CALL (R2)
+	CALL (R9)
 	MOVD R0, ret+16(FP)
+	RET
+
+// func Drive(driver, kernel, n, calls uint64) uint64
+TEXT ·Drive(SB), NOSPLIT, $16-40
+	MOVD driver+0(FP), R9
+	MOVD kernel+8(FP), R2
+	MOVD n+16(FP), R3
+	MOVD calls+24(FP), R4
+	CALL (R9)
+	MOVD R0, ret+32(FP)
 	RET
 
 // func flushICache(addr, n uintptr)

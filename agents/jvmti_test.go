@@ -1,0 +1,420 @@
+package agents
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/internal/symname"
+	"github.com/jitprof/jitprof/jitdump"
+)
+
+// The JDKs the agent is tested on: Debian's (installed by scripts/test.sh)
+// and Temurin 25, where present.
+var jdks = []struct {
+	name, home string
+	required   bool // under CI, a missing JDK fails the test
+}{
+	{"java17", "/usr/lib/jvm/java-17-openjdk-amd64", true},
+	{"temurin25", "/usr/lib/jvm/temurin-25-jdk-amd64", false},
+}
+
+func jdkHome(t testing.TB, name string) string {
+	t.Helper()
+	for _, j := range jdks {
+		if j.name != name {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(j.home, "bin", "java")); err != nil {
+			if j.required && os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (CI is set, so nothing may be missing): %v", name, err)
+			}
+			t.Skipf("%s is not installed: %v", name, err)
+		}
+		return j.home
+	}
+	t.Fatalf("unknown JDK %s", name)
+	return ""
+}
+
+// A Java program under test: its main class, arguments, and its source
+// files (relative to the package root, as the agent names them) with their
+// line counts.
+type javaProgram struct {
+	name    string
+	main    string
+	args    []string
+	own     string   // the prefix of its methods' names
+	methods []string // methods that must be compiled
+	inlined string   // a file whose lines must appear in the table of the method below...
+	into    string   // ...a method that inlines it
+}
+
+var programs = []javaProgram{
+	{name: "Work", main: "Work", args: []string{"1200"}, own: "LWork;",
+		methods: []string{"LWork;fib(I)J", "LWork;main([Ljava/lang/String;)V"},
+		inlined: "java/lang/AbstractStringBuilder.java", into: "LWork;main([Ljava/lang/String;)V"},
+	{name: "shapes", main: "org.example.app.Main", args: []string{"1200"}, own: "Lorg/example/",
+		methods: []string{"Lorg/example/shapes/Polygon;area()D", "Lorg/example/app/Main;total(Ljava/util/List;Ljava/util/function/ToDoubleFunction;)D"},
+		inlined: "org/example/shapes/Polygon.java", into: "Lorg/example/app/Main;total(Ljava/util/List;Ljava/util/function/ToDoubleFunction;)D"},
+}
+
+var classes struct {
+	once  sync.Once
+	dir   string
+	lines map[string]int // source file -> its line count
+	err   error
+	out   []byte
+}
+
+// compileJava compiles the workload Work.java and testdata/java once, with
+// Java 17's javac so that every JDK tested runs the classes.
+func compileJava(t testing.TB) (string, map[string]int) {
+	t.Helper()
+	javac := filepath.Join(jdkHome(t, "java17"), "bin", "javac")
+	work := fixtures.Workload(t, "Work.java")
+	dir := buildAgents(t)
+	classes.once.Do(func() {
+		classes.dir = filepath.Join(dir, "classes")
+		classes.lines = map[string]int{}
+		srcs := []string{work}
+		classes.err = filepath.Walk("testdata/java", func(p string, info os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".java") {
+				srcs = append(srcs, p)
+			}
+			return err
+		})
+		for _, src := range srcs {
+			data, err := os.ReadFile(src)
+			if err != nil {
+				classes.err = err
+				return
+			}
+			rel := filepath.Base(src)
+			if r, err := filepath.Rel("testdata/java", src); err == nil && !strings.HasPrefix(r, "..") {
+				rel = r
+			}
+			classes.lines[rel] = bytes.Count(data, []byte("\n"))
+		}
+		if classes.err == nil {
+			classes.out, classes.err = exec.Command(javac, append([]string{"-g", "-d", classes.dir}, srcs...)...).CombinedOutput()
+		}
+	})
+	if classes.err != nil {
+		t.Fatalf("javac: %v\n%s", classes.err, classes.out)
+	}
+	return classes.dir, classes.lines
+}
+
+// javaCommand is the command line that runs p on the JDK with the agent
+// writing into dir; prefix (perf record ...) goes first.
+func javaCommand(t testing.TB, jdk string, p javaProgram, dir string, prefix ...string) []string {
+	cp, _ := compileJava(t)
+	argv := append(prefix, filepath.Join(jdkHome(t, jdk), "bin", "java"),
+		"-agentpath:"+agentPath(t, JVMTI)+"=dir="+dir+",verbose", "-cp", cp, p.main)
+	return append(argv, p.args...)
+}
+
+func runCommand(t testing.TB, argv []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// onlyDump returns the one jit-<pid>.dump in dir.
+func onlyDump(t testing.TB, dir string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump"))
+	if len(m) != 1 {
+		t.Fatalf("want one dump in %s, found %v", dir, m)
+	}
+	return m[0]
+}
+
+var javaSig = regexp.MustCompile(`^L[^;(]+;[^;(]+\([^()]*\)[^()]+$`)
+
+// loadedMethod is a CODE_LOAD with the DEBUG_INFO before it, if any.
+type loadedMethod struct {
+	load  *jitdump.CodeLoad
+	lines []jitdump.DebugEntry
+}
+
+// checkJavaDump checks what every dump of the agent must hold and returns
+// its compiled methods (by name) and stubs.
+func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[string]int) (map[string][]loadedMethod, []string) {
+	t.Helper()
+	_, recs := readDump(t, path)
+	methods := map[string][]loadedMethod{}
+	var stubs []string
+	var pending *jitdump.DebugInfo
+	withLines, java := 0, 0
+	for _, rec := range recs {
+		switch r := rec.(type) {
+		case *jitdump.DebugInfo:
+			pending = r
+		case *jitdump.CodeLoad:
+			if !javaSig.MatchString(r.Name) {
+				stubs = append(stubs, r.Name)
+				if pending != nil {
+					t.Errorf("stub %q has DEBUG_INFO", r.Name)
+				}
+				break
+			}
+			java++
+			m := loadedMethod{load: r}
+			if pending != nil {
+				withLines++
+				for e := range pending.Entries() {
+					m.lines = append(m.lines, e)
+					if e.Addr < r.CodeAddr || e.Addr >= r.CodeAddr+r.CodeSize || e.Line == 0 || !strings.HasSuffix(e.File, ".java") {
+						t.Errorf("%s [%#x, +%d): entry %+v", r.Name, r.CodeAddr, r.CodeSize, e)
+					}
+					if n, own := lines[e.File]; own && int(e.Line) > n {
+						t.Errorf("%s: line %d of %s, which has %d lines", r.Name, e.Line, e.File, n)
+					}
+				}
+			}
+			pending = nil
+			methods[r.Name] = append(methods[r.Name], m)
+		}
+	}
+	t.Logf("%d compiled methods, %d with DEBUG_INFO; %d stubs", java, withLines, len(stubs))
+	if !containsString(stubs, "Interpreter") {
+		t.Errorf("no Interpreter among the stubs %v", stubs)
+	}
+	checkLinesUnlessNoTable(t, jdk, methods)
+	for _, name := range p.methods {
+		if len(methods[name]) == 0 {
+			t.Errorf("%s was not compiled", name)
+		}
+	}
+	inlined := false
+	for name, loads := range methods {
+		if !strings.HasPrefix(name, p.own) || strings.Contains(name, "$$Lambda") {
+			continue
+		}
+		// The file of the method's own class: pkg/Outer.java.
+		cls := strings.TrimPrefix(name[:strings.IndexByte(name, ';')], "L")
+		if i := strings.IndexByte(cls, '$'); i >= 0 {
+			cls = cls[:i]
+		}
+		file := cls + ".java"
+		for _, m := range loads {
+			if len(m.lines) == 0 {
+				t.Errorf("%s at %#x has no DEBUG_INFO", name, m.load.CodeAddr)
+				continue
+			}
+			own := false
+			for _, e := range m.lines {
+				own = own || e.File == file
+				inlined = inlined || name == p.into && e.File == p.inlined
+			}
+			if !own {
+				t.Errorf("%s: no line of %s in %v", name, file, m.lines)
+			}
+		}
+	}
+	if !inlined {
+		t.Errorf("no line of the inlined %s in %s", p.inlined, p.into)
+	}
+	return methods, stubs
+}
+
+// TestJVMTIDump: on each JDK, each program's dump passes the checker and
+// names every compiled method in perf's form, with lines from the right
+// files, inlined callees' included.
+func TestJVMTIDump(t *testing.T) {
+	for _, jdk := range jdks {
+		for _, p := range programs {
+			t.Run(jdk.name+"/"+p.name, func(t *testing.T) {
+				_, lines := compileJava(t)
+				dir := t.TempDir()
+				out := runCommand(t, javaCommand(t, jdk.name, p, dir))
+				if !regexp.MustCompile(`jitprof-jvmti: \d+ compiled methods`).MatchString(out) {
+					t.Errorf("no summary from the agent:\n%s", out)
+				}
+				methods, _ := checkJavaDump(t, jdk.name, onlyDump(t, dir), p, lines)
+				for name := range methods {
+					if d := symname.Demangle(name); d == name || strings.ContainsAny(d, ";/") {
+						t.Errorf("%s demangles to %q", name, d)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestJVMTIProfile: a perf recording of a program under the agent is
+// accepted by perf inject --jit, and jitprof report puts most of the
+// program's samples on its own methods, with source lines.
+func TestJVMTIProfile(t *testing.T) {
+	for _, tt := range []struct {
+		jdk string
+		p   javaProgram
+	}{{"java17", programs[0]}, {"java17", programs[1]}, {"temurin25", programs[1]}} {
+		t.Run(tt.jdk+"/"+tt.p.name, func(t *testing.T) {
+			perf, err := exec.LookPath("perf")
+			if err != nil {
+				t.Skipf("perf is not installed: %v", err)
+			}
+			dir := t.TempDir()
+			data := filepath.Join(dir, "perf.data")
+			runCommand(t, javaCommand(t, tt.jdk, tt.p, dir, perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "2000", "-o", data, "--"))
+
+			injected := filepath.Join(dir, "perf.jit.data")
+			fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", injected)
+			if images, _ := filepath.Glob(filepath.Join(dir, "jitted-*.so")); len(images) < 100 {
+				t.Errorf("perf inject wrote %d images", len(images))
+			}
+
+			res, err := analyze.Run(analyze.Options{Input: data, Options: symbolizeWarn(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total, jitted, own, ownLines int64
+			demangledOwn := strings.ReplaceAll(strings.Trim(tt.p.own, "L;"), "/", ".")
+			for _, s := range res.Profile.Sample {
+				n := s.Value[0]
+				total += n
+				leaf := s.Location[0]
+				if len(leaf.Line) == 0 {
+					continue
+				}
+				fn := leaf.Line[len(leaf.Line)-1].Function
+				if !strings.HasPrefix(fn.Name, demangledOwn) {
+					continue
+				}
+				own += n
+				if l := leaf.Line[0]; l.Line > 0 && strings.HasSuffix(l.Function.Filename, ".java") {
+					ownLines += n
+				}
+			}
+			jitted = int64(res.Jitted)
+			t.Logf("%d samples, %d in jitted code, %d on the program's own methods, %d of those with a source line", total, jitted, own, ownLines)
+			if own < jitted/2 || own < 200 {
+				t.Errorf("only %d of %d jitted samples on the program's own methods", own, jitted)
+			}
+			if ownLines < own*95/100 {
+				t.Errorf("only %d of the %d samples on own methods have a source line", ownLines, own)
+			}
+		})
+	}
+}
+
+// TestJVMTIAttach: loaded by jcmd into a running JVM, the agent names the
+// methods and stubs generated before it came.
+func TestJVMTIAttach(t *testing.T) {
+	for _, jdk := range jdks {
+		t.Run(jdk.name, func(t *testing.T) {
+			home := jdkHome(t, jdk.name)
+			cp, lines := compileJava(t)
+			p := programs[1]
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(home, "bin", "java"), "-cp", cp, p.main, "4000", "1500")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			sc := bufio.NewScanner(stdout)
+			if !sc.Scan() || sc.Text() != "ready" {
+				t.Fatalf("the program said %q, not ready: %s", sc.Text(), stderr.String())
+			}
+			out := runCommand(t, []string{filepath.Join(home, "bin", "jcmd"), strconv.Itoa(cmd.Process.Pid),
+				"JVMTI.agent_load", agentPath(t, JVMTI), dir + ",verbose"})
+			if !strings.Contains(out, "return code: 0") {
+				t.Errorf("jcmd: %s", out)
+			}
+			for sc.Scan() {
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("the program: %v\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "jitprof-jvmti: writing "+filepath.Join(dir, fmt.Sprintf("jit-%d.dump", cmd.Process.Pid))) {
+				t.Errorf("the agent did not say where it writes: %s", stderr.String())
+			}
+			// Polygon.area and the interpreter were compiled and
+			// generated before the agent came: only the replay names them.
+			checkJavaDump(t, jdk.name, onlyDump(t, dir), p, lines)
+		})
+	}
+}
+
+func symbolizeWarn(t *testing.T) symbolize.Options {
+	return symbolize.Options{Warn: func(err error) { t.Logf("warning: %v", err) }}
+}
+
+// checkLinesUnlessNoTable: a compiled method without DEBUG_INFO must be one
+// without a line table, as javap -l shows it (native methods, the JVM's
+// pregenerated lambda forms), or in a hidden class, which javap cannot read.
+func checkLinesUnlessNoTable(t *testing.T, jdk string, methods map[string][]loadedMethod) {
+	t.Helper()
+	without := map[string][]string{} // class -> methods
+	for name, loads := range methods {
+		for _, m := range loads {
+			if len(m.lines) > 0 || strings.Contains(name, ".0x") {
+				continue
+			}
+			semi := strings.IndexByte(name, ';')
+			cls := strings.ReplaceAll(name[1:semi], "/", ".")
+			without[cls] = append(without[cls], name[semi+1:strings.IndexByte(name, '(')])
+		}
+	}
+	if len(without) == 0 {
+		return
+	}
+	cp, _ := compileJava(t)
+	args := []string{"-p", "-l", "-cp", cp}
+	for cls := range without {
+		args = append(args, cls)
+	}
+	out := runCommand(t, append([]string{filepath.Join(jdkHome(t, jdk), "bin", "javap")}, args...))
+	classRE := regexp.MustCompile(`^\S.*(?:class|interface) ([\w.$]+)`)
+	methodRE := regexp.MustCompile(`^  \S.*?([\w$]+)\(`)
+	table := map[string]bool{} // class.method: some overload has a line table
+	cls, method := "", ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := classRE.FindStringSubmatch(line); m != nil {
+			cls = m[1]
+		} else if m := methodRE.FindStringSubmatch(line); m != nil {
+			method = m[1]
+		} else if strings.TrimSpace(line) == "LineNumberTable:" {
+			table[cls+"."+method] = true
+		}
+	}
+	for cls, names := range without {
+		for _, name := range names {
+			if name == "<init>" { // javap names a constructor after its class
+				name = cls[strings.LastIndexAny(cls, ".$")+1:]
+			}
+			if table[cls+"."+name] {
+				t.Errorf("%s.%s has a line table but no DEBUG_INFO", cls, name)
+			}
+		}
+	}
+}

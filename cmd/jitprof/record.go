@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jitprof/jitprof/internal/record"
+	"github.com/spf13/cobra"
+)
+
+func newRecordCmd() *cobra.Command {
+	var (
+		o        record.Options
+		event    string
+		pids     []uint
+		noEnv    bool
+		quiet    bool
+		defaultF = 4000 // perf record's default
+	)
+	cmd := &cobra.Command{
+		Use:   "record [flags] (-- COMMAND [ARGS] | -p PID[,PID] | -a)",
+		Short: "Sample a command, running processes or the whole system into perf.data, no perf needed",
+		Long: `Samples with perf_event_open and writes a standard perf.data file, as
+perf record -k mono does: perf report, perf script, perf inject --jit and
+jitprof report read it.
+
+A command's environment is set so that JIT runtimes describe their code in a
+jitdump without any flag: NODE_OPTIONS gets --perf-prof and
+--interpreted-frames-native-stack, ERL_FLAGS +JPperf true,
+PYTHON_PERF_JIT_SUPPORT=1 (CPython 3.13), DOTNET_PerfMapEnabled=1, and
+JITDUMPDIR the output's directory. Values already set are extended, never
+replaced. --no-runtime-env leaves the environment alone.
+
+With -p, the processes' existing threads and mappings are read from /proc,
+jitdump markers included, so a runtime that was started with --perf-prof
+(or one that writes a perf map) has its jitted code named.
+
+Recording ends when the command exits, when the processes do, after
+--duration, or on Ctrl-C; the file is then written whole. When the disk
+fills, recording stops and the file keeps what reached the disk.`,
+		Example: `  jitprof record -g -- node app.js && jitprof report
+  jitprof record -F 999 -g -p $(pgrep -n node) --duration 10s
+  jitprof record -a --duration 5s -o system.data`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && (len(pids) > 0 || o.AllCPUs) {
+				return errors.New("a command, -p or -a: give only one")
+			}
+			if len(args) == 0 && len(pids) == 0 && !o.AllCPUs {
+				return errors.New("give a command to run (after --), -p PID or -a")
+			}
+			if len(pids) > 0 && o.AllCPUs {
+				return errors.New("-p and -a: give only one")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if event != "" {
+				ev, err := record.ParseEvent(event)
+				if err != nil {
+					return &exitError{code: 2, err: err}
+				}
+				o.Event = &ev
+			}
+			for _, p := range pids {
+				o.Pids = append(o.Pids, int(p))
+			}
+			o.Command = args
+			o.RuntimeEnv = !noEnv
+			o.Stdin, o.Stdout, o.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.Cmdline = os.Args
+			stderr := cmd.ErrOrStderr()
+			o.Note = func(msg string) {
+				if !quiet {
+					fmt.Fprintln(stderr, "jitprof:", msg)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := record.Run(ctx, o)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if !quiet {
+				lost := "none lost"
+				if res.Lost > 0 {
+					lost = fmt.Sprintf("the kernel lost %d", res.Lost)
+				}
+				size := ""
+				if st, err := os.Stat(o.Output); err == nil {
+					size = fmt.Sprintf(" (%.1f MB)", float64(st.Size())/1e6)
+				}
+				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
+					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
+			}
+			if res.ExitCode > 0 {
+				fmt.Fprintf(stderr, "jitprof: %s exited with status %d\n", args[0], res.ExitCode)
+				return &exitError{code: res.ExitCode}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	// Flags after the command are the command's.
+	f.SetInterspersed(false)
+	f.IntVarP(&o.Freq, "freq", "F", defaultF, "samples per second, per thread and CPU")
+	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample: cycles, instructions, cpu-clock, task-clock... with :u for user space only (default cycles where the hardware counts them, else cpu-clock)")
+	f.BoolVarP(&o.CallGraph, "call-graph", "g", false, "record call chains (frame pointers)")
+	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`")
+	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (a command still running is sent SIGTERM)")
+	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")
+	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
+	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
+	return cmd
+}

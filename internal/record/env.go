@@ -1,0 +1,91 @@
+package record
+
+import (
+	"strings"
+)
+
+// runtimeVar is an environment variable that makes a JIT runtime describe
+// its code (a jitdump, or a perf map where that is all it writes).
+type runtimeVar struct {
+	name string
+	// sep joins the value to one the user already set (a list of
+	// options); empty when the variable holds a single value, which is
+	// then left as the user set it.
+	sep string
+	// value returns the value: for a list, its options, each added unless
+	// the user's list already has that option's first word (the flag, so
+	// that the user's +JPperf map stays); dumpDir is where runtimes that
+	// take a directory should write.
+	value func(dumpDir string) ([]string, error)
+}
+
+func constant(v ...string) func(string) ([]string, error) {
+	return func(string) ([]string, error) { return v, nil }
+}
+
+// runtimeVars are set for a recorded command. A runtime whose agent is a
+// library (the JVM's JVMTI, Intel's JIT API) gets one more entry here,
+// with a value that returns the library's path.
+var runtimeVars = []runtimeVar{
+	// V8 takes these flags from NODE_OPTIONS too; the dump goes to the
+	// working directory. Interpreted functions otherwise all run in one
+	// builtin, InterpreterEntryTrampoline; with a copy of it each, they
+	// are named in samples and call chains.
+	{name: "NODE_OPTIONS", sep: " ", value: constant("--perf-prof", "--interpreted-frames-native-stack")},
+	// BEAM: the dump goes to /tmp.
+	{name: "ERL_FLAGS", sep: " ", value: constant("+JPperf true")},
+	// CPython 3.13 and later (-X perf_jit): the dump goes to /tmp.
+	{name: "PYTHON_PERF_JIT_SUPPORT", value: constant("1")},
+	// .NET: 1 writes both a jitdump and a perf map, in /tmp.
+	{name: "DOTNET_PerfMapEnabled", value: constant("1")},
+	// LLVM's and perf's JVMTI agent's dumps go under
+	// $JITDUMPDIR/.debug/jit/.
+	{name: "JITDUMPDIR", value: func(dir string) ([]string, error) { return []string{dir}, nil }},
+}
+
+// runtimeEnv returns env with the runtime variables added: a list the user
+// set is extended, a single value the user set is kept.
+func runtimeEnv(env []string, dumpDir string) ([]string, error) {
+	env = append([]string(nil), env...)
+	for _, v := range runtimeVars {
+		vals, err := v.value(dumpDir)
+		if err != nil {
+			return nil, err
+		}
+		i := lookupEnv(env, v.name)
+		switch {
+		case i < 0:
+			env = append(env, v.name+"="+strings.Join(vals, v.sep))
+		case v.sep != "":
+			list := strings.TrimPrefix(env[i], v.name+"=")
+			for _, opt := range vals {
+				flag, _, _ := strings.Cut(opt, v.sep)
+				if hasWord(list, flag, v.sep) {
+					continue
+				}
+				if list != "" {
+					list += v.sep
+				}
+				list += opt
+			}
+			env[i] = v.name + "=" + list
+		}
+	}
+	return env, nil
+}
+
+// lookupEnv returns the index of name's last entry in env (the one that
+// counts), or -1.
+func lookupEnv(env []string, name string) int {
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], name+"=") {
+			return i
+		}
+	}
+	return -1
+}
+
+// hasWord tells whether list, separated by sep, already holds word.
+func hasWord(list, word, sep string) bool {
+	return strings.Contains(sep+list+sep, sep+word+sep)
+}

@@ -1,0 +1,253 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// This file describes what already exists when recording starts (threads,
+// their names, executable mappings, the kernel) as records, from /proc, as
+// perf record synthesizes them for -p and -a. The records have time 0, so
+// readers place them before everything the kernel reports.
+
+// synthesizer writes the records it makes with emit, attributed to attr.
+type synthesizer struct {
+	proc string // the proc file system's mount point
+	attr *perfdata.Attr
+	emit func(perfdata.Record) error
+}
+
+// process describes process pid: a COMM for each thread, a FORK tying each
+// thread but the first to it, and an MMAP2 for each executable mapping,
+// jitdump markers included. A process gone before it could be read gives
+// an error matching ErrGone.
+func (s *synthesizer) process(pid int) error {
+	dir := filepath.Join(s.proc, strconv.Itoa(pid))
+	tasks, err := os.ReadDir(filepath.Join(dir, "task"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("process %d: %w", pid, ErrGone)
+		}
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	p := uint32(pid)
+	for _, task := range tasks {
+		tid, err := strconv.ParseUint(task.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join(dir, "task", task.Name(), "comm"))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		t := uint32(tid)
+		if err := s.emit(&perfdata.Comm{RecordHeader: s.header(perfdata.TypeComm, 0), Pid: p, Tid: t,
+			Comm: strings.TrimSuffix(string(comm), "\n"), Trailer: perfdata.Trailer{Pid: p, Tid: t}}); err != nil {
+			return err
+		}
+		if t == p {
+			continue
+		}
+		if err := s.emit(&perfdata.Task{RecordHeader: s.header(perfdata.TypeFork, 0), Pid: p, PPid: p, Tid: t, PTid: p,
+			Trailer: perfdata.Trailer{Pid: p, Tid: t}}); err != nil {
+			return err
+		}
+	}
+	maps, err := os.ReadFile(filepath.Join(dir, "maps"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: %w", pid, ErrGone)
+		}
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	ms, err := parseMaps(maps)
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "maps"), err)
+	}
+	for _, m := range ms {
+		if m.prot&unix.PROT_EXEC == 0 {
+			continue // samples land in code only, as perf record without -d
+		}
+		if err := s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, perfdata.MiscUser), Pid: p, Tid: p,
+			Addr: m.start, Len: m.end - m.start, Pgoff: m.pgoff, Maj: m.maj, Min: m.min, Ino: m.ino,
+			Prot: m.prot, Flags: m.flags, Filename: m.name, Trailer: perfdata.Trailer{Pid: p, Tid: p}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *synthesizer) header(t perfdata.RecordType, misc uint16) perfdata.RecordHeader {
+	return perfdata.RecordHeader{Type: t, Misc: misc, Attr: s.attr}
+}
+
+// processes lists the pids /proc has.
+func (s *synthesizer) processes() ([]int, error) {
+	entries, err := os.ReadDir(s.proc)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// threads lists the threads of process pid.
+func (s *synthesizer) threads(pid int) ([]int, error) {
+	entries, err := os.ReadDir(filepath.Join(s.proc, strconv.Itoa(pid), "task"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrGone)
+		}
+		return nil, err
+	}
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// kernel describes the kernel's text as perf does, an MMAP of
+// [kernel.kallsyms]_text for pid -1, so that perf report names kernel
+// samples. Without addresses in /proc/kallsyms (kptr_restrict) it writes
+// nothing: kernel samples then stay unnamed, as in perf.
+func (s *synthesizer) kernel() error {
+	f, err := os.Open(filepath.Join(s.proc, "kallsyms"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	text, etext := kernelText(f)
+	if text == 0 {
+		return nil
+	}
+	size := etext - text
+	if etext <= text {
+		size = math.MaxUint64 - text
+	}
+	return s.emit(&perfdata.Mmap{RecordHeader: s.header(perfdata.TypeMmap, perfdata.MiscKernel), Pid: math.MaxUint32,
+		Addr: text, Len: size, Pgoff: text, Filename: "[kernel.kallsyms]_text"})
+}
+
+// kernelText finds the addresses of _text and _etext in a kallsyms list.
+func kernelText(f *os.File) (text, etext uint64) {
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && (text == 0 || etext == 0) {
+		fields := bytes.Fields(sc.Bytes())
+		if len(fields) < 3 {
+			continue
+		}
+		var p *uint64
+		switch string(fields[2]) {
+		case "_text":
+			p = &text
+		case "_etext":
+			p = &etext
+		default:
+			continue
+		}
+		*p, _ = strconv.ParseUint(string(fields[0]), 16, 64)
+	}
+	return text, etext
+}
+
+// mapping is one line of /proc/PID/maps.
+type mapping struct {
+	start, end, pgoff uint64
+	prot, flags       uint32
+	maj, min          uint32
+	ino               uint64
+	name              string
+}
+
+// parseMaps reads /proc/PID/maps. Anonymous mappings get perf's name,
+// //anon.
+func parseMaps(b []byte) ([]mapping, error) {
+	var ms []mapping
+	for n := 1; len(b) > 0; n++ {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		m, err := parseMapsLine(string(line))
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// parseMapsLine reads `start-end perms offset maj:min inode   name`; the
+// name, which may hold spaces, is the rest of the line after the inode.
+func parseMapsLine(line string) (mapping, error) {
+	var m mapping
+	bad := func(what string) (mapping, error) { return m, fmt.Errorf("%q: bad %s", line, what) }
+	rest := line
+	field := func() string {
+		rest = strings.TrimLeft(rest, " ")
+		f, r, _ := strings.Cut(rest, " ")
+		rest = r
+		return f
+	}
+	addrs, perms, off, dev, ino := field(), field(), field(), field(), field()
+	start, end, ok := strings.Cut(addrs, "-")
+	var err error
+	if m.start, err = strconv.ParseUint(start, 16, 64); err != nil || !ok {
+		return bad("start address")
+	}
+	if m.end, err = strconv.ParseUint(end, 16, 64); err != nil || m.end < m.start {
+		return bad("end address")
+	}
+	if len(perms) != 4 {
+		return bad("permissions")
+	}
+	for i, bit := range []uint32{unix.PROT_READ, unix.PROT_WRITE, unix.PROT_EXEC} {
+		if perms[i] != '-' {
+			m.prot |= bit
+		}
+	}
+	m.flags = unix.MAP_PRIVATE
+	if perms[3] == 's' {
+		m.flags = unix.MAP_SHARED
+	}
+	if m.pgoff, err = strconv.ParseUint(off, 16, 64); err != nil {
+		return bad("offset")
+	}
+	maj, min, ok := strings.Cut(dev, ":")
+	majV, err1 := strconv.ParseUint(maj, 16, 32)
+	minV, err2 := strconv.ParseUint(min, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return bad("device")
+	}
+	m.maj, m.min = uint32(majV), uint32(minV)
+	if m.ino, err = strconv.ParseUint(ino, 10, 64); err != nil {
+		return bad("inode")
+	}
+	m.name = strings.TrimLeft(rest, " ")
+	if m.name == "" {
+		m.name = "//anon"
+	}
+	return m, nil
+}

@@ -1,0 +1,145 @@
+package record
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+func TestParseMapsLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want mapping
+		err  string
+	}{
+		{line: "55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766                     /usr/bin/sleep",
+			want: mapping{start: 0x55ade6605000, end: 0x55ade660a000, pgoff: 0x2000, prot: unix.PROT_READ | unix.PROT_EXEC,
+				flags: unix.MAP_PRIVATE, maj: 0xfe, ino: 247766, name: "/usr/bin/sleep"}},
+		{line: "7f0000000000-7f0000001000 r-xs 00000000 103:02 12 /tmp/my dir/jit-12.dump (deleted)",
+			want: mapping{start: 0x7f0000000000, end: 0x7f0000001000, prot: unix.PROT_READ | unix.PROT_EXEC,
+				flags: unix.MAP_SHARED, maj: 0x103, min: 2, ino: 12, name: "/tmp/my dir/jit-12.dump (deleted)"}},
+		{line: "7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ",
+			want: mapping{start: 0x7f0000000000, end: 0x7f0000001000, prot: unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC,
+				flags: unix.MAP_PRIVATE, name: "//anon"}},
+		{line: "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
+			want: mapping{start: 0xffffffffff600000, end: 0xffffffffff601000, prot: unix.PROT_EXEC, flags: unix.MAP_PRIVATE, name: "[vsyscall]"}},
+		{line: "", err: "start address"},
+		{line: "10-0 r-xp 0 00:00 0", err: "end address"},
+		{line: "0-10 r-x 0 00:00 0", err: "permissions"},
+		{line: "0-10 r-xp zz 00:00 0", err: "offset"},
+		{line: "0-10 r-xp 0 0000 0", err: "device"},
+		{line: "0-10 r-xp 0 00:00 -1", err: "inode"},
+	} {
+		got, err := parseMapsLine(tc.line)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one about the %s", tc.line, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q:\n got %+v, %v\nwant %+v", tc.line, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"0", []int{0}, true},
+		{"0-3", []int{0, 1, 2, 3}, true},
+		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}, true},
+		{"", nil, false},
+		{"3-1", nil, false},
+		{"0-", nil, false},
+		{"-1", nil, false},
+		{"0-100000", nil, false},
+	} {
+		got, err := parseCPUList(tc.in)
+		if (err == nil) != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseMaps(f *testing.F) {
+	f.Add([]byte("55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766   /usr/bin/sleep\n7f-80 ---s 0 0:0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, err := parseMaps(b)
+		for _, m := range ms {
+			if err == nil && (m.end < m.start || m.name == "") {
+				t.Fatalf("accepted %+v", m)
+			}
+		}
+		parseCPUList(string(b))
+	})
+}
+
+// TestSynthesizeSelf describes this test's own process and holds the
+// records against /proc: every thread named, every executable mapping
+// there, this test binary's among them.
+func TestSynthesizeSelf(t *testing.T) {
+	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1})
+	var recs []perfdata.Record
+	sy := synthesizer{proc: "/proc", attr: attr, emit: func(r perfdata.Record) error {
+		// The encoding must hold: the writer would refuse it otherwise.
+		if _, err := perfdata.AppendRecord(nil, r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+		return nil
+	}}
+	pid := os.Getpid()
+	if err := sy.process(pid); err != nil {
+		t.Fatal(err)
+	}
+	tids, err := sy.threads(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms, forks, mmaps := map[uint32]bool{}, 0, 0
+	sawExe := false
+	for _, r := range recs {
+		switch r := r.(type) {
+		case *perfdata.Comm:
+			if r.Pid != uint32(pid) || r.Comm == "" {
+				t.Errorf("COMM %+v", r)
+			}
+			comms[r.Tid] = true
+		case *perfdata.Task:
+			if r.Pid != uint32(pid) || r.PPid != uint32(pid) || r.Tid == uint32(pid) {
+				t.Errorf("FORK %+v: want a thread of the process", r)
+			}
+			forks++
+		case *perfdata.Mmap2:
+			mmaps++
+			if r.Prot&unix.PROT_EXEC == 0 {
+				t.Errorf("non-executable mapping %s synthesized", r.Filename)
+			}
+			sawExe = sawExe || r.Filename == exe
+		}
+	}
+	// Threads may come and go meanwhile; the main one stays.
+	if !comms[uint32(pid)] || len(comms) < len(tids)/2 || forks != len(comms)-1 {
+		t.Errorf("%d COMMs, %d FORKs for %d threads", len(comms), forks, len(tids))
+	}
+	if !sawExe || mmaps < 3 {
+		t.Errorf("%d executable mappings, the test binary %s among them: %v", mmaps, exe, sawExe)
+	}
+
+	if err := sy.process(1 << 30); err == nil || !strings.Contains(err.Error(), ErrGone.Error()) {
+		t.Errorf("a pid that does not exist: %v", err)
+	}
+}

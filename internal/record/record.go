@@ -1,0 +1,541 @@
+// Package record samples processes with perf_event_open and writes what
+// the kernel reports as a standard perf.data file, as perf record does:
+// for a command it starts (inheriting to its threads and children), for
+// processes already running (their existing threads and mappings described
+// from /proc, jitdump markers included), or for the whole system.
+//
+// Events are timed with CLOCK_MONOTONIC, jitdump's clock, so that samples
+// of jitted code can be matched with the dumps the runtimes write; a
+// recorded command's environment makes the common JIT runtimes write one.
+//
+// The kernel interface (perf.go, ring.go) is kept apart from the
+// description of existing processes (proc.go) and from the environment
+// (env.go); this file ties them together.
+package record
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// Options say what to record and where.
+type Options struct {
+	Output string
+	// Freq is the sampling frequency, per thread and CPU, in Hz.
+	Freq int
+	// Event is what to sample; nil picks DefaultEvent.
+	Event *Event
+	// CallGraph records a call chain with each sample, walked by the
+	// kernel along frame pointers.
+	CallGraph bool
+	// Duration ends the recording after that long; 0 waits for the
+	// command or the processes to end, or ctx.
+	Duration time.Duration
+
+	// One of the three: a command to start, processes to attach to, or
+	// every CPU.
+	Command []string
+	Pids    []int
+	AllCPUs bool
+
+	// RuntimeEnv sets the variables that make JIT runtimes describe their
+	// code in the command's environment.
+	RuntimeEnv bool
+	// Env is the command's environment before that; nil means os.Environ.
+	Env                    []string
+	Stdin                  io.Reader
+	Stdout, Stderr         io.Writer
+	Cmdline                []string // the recorder's, for the file's header
+	Note                   func(string)
+	Pages                  int // ring buffer data pages per CPU, a power of two; 0 picks 128 (512 KiB)
+	proc                   string
+	afterStart, beforeStop func() // test hooks
+}
+
+// Result says what was recorded.
+type Result struct {
+	Event   string
+	Samples uint64 // samples written
+	Lost    uint64 // samples the kernel dropped (LOST records)
+	// ExitCode is the command's exit status when it ended on its own, -1
+	// otherwise.
+	ExitCode int
+	// CPUTime is the user and system time of the command and the children
+	// it waited for; 0 without a command.
+	CPUTime time.Duration
+	Elapsed time.Duration
+}
+
+// ErrNoSpace is matched by the error of a recording the disk had no room
+// for: the file keeps the records that reached it.
+var ErrNoSpace = errors.New("no space left on device")
+
+const defaultPages = 128
+
+var le = binary.LittleEndian
+
+// launcher is the shell a command starts under: it waits for the go-ahead
+// on fd 3, so that the events are opened on it before it execs the command
+// (Go cannot act between fork and exec), then becomes the command. When
+// the recorder gives up, fd 3 closes unwritten and the command never runs.
+const launcher = `read -r _ <&3 || exit 127; exec "$@" 3<&-`
+
+// session is one recording under way.
+type session struct {
+	o       Options
+	attr    *perfdata.Attr
+	fds     []int
+	rings   []*ring
+	w       *perfdata.Writer
+	scratch []byte
+	res     Result
+	round   bool // records written since the last FINISHED_ROUND
+
+	cmd     *exec.Cmd
+	cmdDone chan struct{} // closed when the command has been waited for
+	goAhead *os.File      // the command's go-ahead
+	wake    int           // eventfd that interrupts poll
+}
+
+// Run records until the command ends, the processes exit, Duration passes
+// or ctx is done, and writes the file whole; when the disk fills, the file
+// keeps what reached it and the error matches ErrNoSpace.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if n := btoi(len(o.Command) > 0) + btoi(len(o.Pids) > 0) + btoi(o.AllCPUs); n != 1 {
+		return nil, errors.New("record a command, processes (-p) or every CPU (-a): exactly one")
+	}
+	if err := checkFreq(o.Freq); err != nil {
+		return nil, err
+	}
+	if o.Pages == 0 {
+		o.Pages = defaultPages
+	}
+	if o.Pages&(o.Pages-1) != 0 {
+		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+	}
+	if o.proc == "" {
+		o.proc = "/proc"
+	}
+	note := o.Note
+	if note == nil {
+		note = func(string) {}
+	}
+	ev := Event{}
+	if o.Event != nil {
+		ev = *o.Event
+	} else {
+		var msg string
+		ev, msg = DefaultEvent()
+		note(msg)
+	}
+	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
+		// What perf does too: the kernel refuses more at this level.
+		ev.ExcludeKernel = true
+		ev.Name += ":u"
+		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+
+	s := &session{o: o, wake: -1, res: Result{Event: ev.Name, ExitCode: -1}}
+	defer s.release()
+	if s.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	var tids []int
+	switch {
+	case len(o.Command) > 0:
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+		tids = []int{s.cmd.Process.Pid}
+	case len(o.Pids) > 0:
+		sy := synthesizer{proc: o.proc}
+		for _, pid := range o.Pids {
+			ts, err := sy.threads(pid)
+			if err != nil {
+				return nil, err
+			}
+			tids = append(tids, ts...)
+		}
+	default:
+		tids = []int{-1}
+	}
+	page := os.Getpagesize()
+	s.attr = newAttr(ev, attrConfig{freq: o.Freq, callchain: o.CallGraph, inherit: !o.AllCPUs,
+		onExec: s.cmd != nil, wakeup: uint32(o.Pages * page / 2)})
+	if err := s.open(cpus, tids); err != nil {
+		return nil, err
+	}
+	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
+		return nil, err
+	}
+	sy := synthesizer{proc: o.proc, attr: s.attr, emit: s.writeRecord}
+	if err := s.synthesize(&sy); err != nil {
+		return s.fail(err)
+	}
+
+	begin := time.Now()
+	stop := s.watch(ctx)
+	if s.cmd != nil {
+		if _, err := s.goAhead.WriteString("\n"); err != nil {
+			return s.fail(fmt.Errorf("starting %s: %w", o.Command[0], err))
+		}
+		s.goAhead.Close()
+		s.goAhead = nil
+	}
+	if o.afterStart != nil {
+		o.afterStart()
+	}
+	err = s.loop(stop)
+	if o.beforeStop != nil {
+		o.beforeStop()
+	}
+	for _, fd := range s.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+	if err == nil {
+		err = s.drain()
+	}
+	s.res.Elapsed = time.Since(begin)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := s.w.Close(); err != nil {
+		return s.fail(err)
+	}
+	s.w = nil
+	return &s.res, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// start starts the command under launcher, waiting for the go-ahead.
+func (s *session) start() error {
+	o := &s.o
+	if _, err := exec.LookPath(o.Command[0]); err != nil {
+		return fmt.Errorf("command %s: %w", o.Command[0], err)
+	}
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	if o.RuntimeEnv {
+		out, err := filepath.Abs(o.Output)
+		if err != nil {
+			return err
+		}
+		if env, err = runtimeEnv(env, filepath.Dir(out)); err != nil {
+			return err
+		}
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", append([]string{"-c", launcher, "sh"}, o.Command...)...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.ExtraFiles = []*os.File{r}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("starting %s: %w", o.Command[0], err)
+	}
+	s.cmd, s.goAhead = cmd, w
+	return nil
+}
+
+// open opens the event for each thread (or -1, every process) on each CPU,
+// with one ring buffer per CPU that the CPU's other events write into.
+func (s *session) open(cpus, tids []int) error {
+	for _, cpu := range cpus {
+		owner := -1
+		for _, tid := range tids {
+			fd, id, err := openEvent(s.attr, tid, cpu)
+			if err != nil {
+				if errors.Is(err, ErrGone) && len(s.o.Pids) > 0 && !s.processGone(tid) {
+					continue // a thread of a live process exited meanwhile
+				}
+				return err
+			}
+			s.fds = append(s.fds, fd)
+			s.attr.IDs = append(s.attr.IDs, id)
+			if owner < 0 {
+				r, err := mapRing(fd, s.o.Pages)
+				if err != nil {
+					return err
+				}
+				s.rings = append(s.rings, r)
+				owner = fd
+				continue
+			}
+			if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, owner); err != nil {
+				return fmt.Errorf("perf_event_open: sharing CPU %d's ring buffer: %w", cpu, err)
+			}
+		}
+		if owner < 0 {
+			return fmt.Errorf("processes %v: %w", s.o.Pids, ErrGone)
+		}
+	}
+	return nil
+}
+
+// processGone tells whether the process of a thread being attached to
+// exited: a thread that exits alone is no reason to stop.
+func (s *session) processGone(tid int) bool {
+	for _, pid := range s.o.Pids {
+		if _, err := os.Stat(filepath.Join(s.o.proc, strconv.Itoa(pid), "task", strconv.Itoa(tid))); err == nil {
+			return false
+		}
+		if _, err := os.Stat(filepath.Join(s.o.proc, strconv.Itoa(pid))); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// synthesize describes the kernel, and for processes that already run
+// their threads and mappings.
+func (s *session) synthesize(sy *synthesizer) error {
+	if err := sy.kernel(); err != nil {
+		return err
+	}
+	var pids []int
+	switch {
+	case len(s.o.Pids) > 0:
+		pids = s.o.Pids
+	case s.o.AllCPUs:
+		var err error
+		if pids, err = sy.processes(); err != nil {
+			return err
+		}
+	}
+	for _, pid := range pids {
+		if err := sy.process(pid); err != nil {
+			if errors.Is(err, ErrGone) && s.o.AllCPUs {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// watch returns a channel that says why the recording ends, waking poll
+// when it does.
+func (s *session) watch(ctx context.Context) <-chan string {
+	stop := make(chan string, 1)
+	var cmdDone chan struct{}
+	if s.cmd != nil {
+		cmdDone = make(chan struct{})
+		go func() {
+			s.cmd.Wait()
+			close(cmdDone)
+		}()
+	}
+	var timeout <-chan time.Time
+	if s.o.Duration > 0 {
+		timeout = time.After(s.o.Duration)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop <- "interrupted"
+		case <-timeout:
+			stop <- "duration"
+		case <-cmdDone:
+			stop <- "exited"
+		}
+		var one [8]byte
+		one[0] = 1
+		unix.Write(s.wake, one[:])
+	}()
+	s.cmdDone = cmdDone
+	return stop
+}
+
+// loop drains the ring buffers whenever the kernel wakes it (a buffer half
+// full, or an event whose threads all exited) until stop says why to end.
+func (s *session) loop(stop <-chan string) error {
+	pfds := []unix.PollFd{{Fd: int32(s.wake), Events: unix.POLLIN}}
+	for _, fd := range s.fds {
+		pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	live := len(s.fds)
+	for {
+		// The timeout only matters for -p: a process whose events never
+		// hang up is checked on.
+		if _, err := unix.Poll(pfds, 1000); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll: %w", err)
+		}
+		if err := s.drain(); err != nil {
+			return err
+		}
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		for i := 1; i < len(pfds); i++ {
+			if pfds[i].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+				pfds[i].Fd = -1 // poll skips it from now on
+				live--
+			}
+		}
+		if len(s.o.Pids) > 0 && (live == 0 || s.pidsGone()) {
+			return nil
+		}
+	}
+}
+
+// pidsGone tells whether every process attached to has exited.
+func (s *session) pidsGone() bool {
+	for _, pid := range s.o.Pids {
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			return false
+		}
+	}
+	return true
+}
+
+// drain writes what every ring buffer holds, then a FINISHED_ROUND: every
+// record after it is newer than those before the previous one.
+func (s *session) drain() error {
+	for _, r := range s.rings {
+		if err := r.drain(&s.scratch, s.writeRaw); err != nil {
+			return err
+		}
+	}
+	if !s.round {
+		return nil
+	}
+	s.round = false
+	return s.w.WriteRecord(&perfdata.FinishedRound{})
+}
+
+func (s *session) writeRaw(rec []byte) error {
+	switch perfdata.RecordType(le.Uint32(rec)) {
+	case perfdata.TypeSample:
+		s.res.Samples++
+	case perfdata.TypeLost:
+		if len(rec) >= 24 {
+			s.res.Lost += le.Uint64(rec[16:])
+		}
+	}
+	s.round = true
+	return s.w.WriteRaw(rec)
+}
+
+func (s *session) writeRecord(rec perfdata.Record) error {
+	return s.w.WriteRecord(rec)
+}
+
+// fail ends a recording that went wrong: a full disk keeps what reached
+// it, anything else removes the file.
+func (s *session) fail(err error) (*Result, error) {
+	if s.w == nil {
+		return nil, err
+	}
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		w := s.w
+		s.w = nil
+		if serr := w.Salvage(); serr != nil {
+			return nil, fmt.Errorf("%w (%v); %v", ErrNoSpace, err, serr)
+		}
+		return &s.res, fmt.Errorf("%w writing %s: recording stopped; the file keeps the records that reached the disk", ErrNoSpace, s.o.Output)
+	}
+	return nil, err
+}
+
+// release frees what the session holds, and stops the command if it still
+// runs.
+func (s *session) release() {
+	if s.w != nil {
+		s.w.Abort()
+	}
+	if s.goAhead != nil {
+		s.goAhead.Close() // the command never starts
+	}
+	if s.cmd != nil {
+		if s.cmdDone == nil {
+			s.cmd.Wait()
+		} else {
+			select {
+			case <-s.cmdDone:
+			default:
+				// As perf record does when it stops first.
+				s.cmd.Process.Signal(syscall.SIGTERM)
+				<-s.cmdDone
+			}
+		}
+		if st := s.cmd.ProcessState; st != nil {
+			if st.Exited() && s.res.ExitCode < 0 {
+				s.res.ExitCode = st.ExitCode()
+			}
+			s.res.CPUTime = st.UserTime() + st.SystemTime()
+		}
+	}
+	for _, r := range s.rings {
+		r.close()
+	}
+	for _, fd := range s.fds {
+		unix.Close(fd)
+	}
+	if s.wake >= 0 {
+		unix.Close(s.wake)
+	}
+}
+
+// features are the header's: the machine, the command line and the event's
+// name.
+func (s *session) features(cpus []int) []perfdata.Feature {
+	var u unix.Utsname
+	unix.Uname(&u)
+	host, _ := os.Hostname()
+	fs := []perfdata.Feature{
+		perfdata.StringFeatureOf(perfdata.FeatureHostname, host),
+		perfdata.StringFeatureOf(perfdata.FeatureOSRelease, unix.ByteSliceToString(u.Release[:])),
+		perfdata.StringFeatureOf(perfdata.FeatureArch, unix.ByteSliceToString(u.Machine[:])),
+		perfdata.NrCPUsFeature(uint32(possibleCPUs(len(cpus))), uint32(len(cpus))),
+		perfdata.CmdlineFeature(s.o.Cmdline),
+	}
+	if ed, err := perfdata.EventDescFeature([]*perfdata.Attr{s.attr}, []string{s.res.Event}); err == nil {
+		fs = append(fs, ed)
+	}
+	return fs
+}
+
+// paranoia returns kernel.perf_event_paranoid, or 2 when unreadable.
+func paranoia() int {
+	b, err := os.ReadFile(paranoidFile)
+	if err != nil {
+		return 2
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 2
+	}
+	return n
+}

@@ -1,0 +1,478 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// threadsEnv makes the test binary a multi-threaded busy workload: that
+// many threads, each spinning for half a second of its own CPU time.
+const threadsEnv = "JITPROF_RECORD_TEST_THREADS"
+
+func TestMain(m *testing.M) {
+	if n, err := strconv.Atoi(os.Getenv(threadsEnv)); err == nil {
+		spin(n, 500*time.Millisecond)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// spin runs n OS threads that each burn cpu of their own CPU time.
+func spin(n int, cpu time.Duration) {
+	done := make(chan bool)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			start := threadCPU()
+			for x := 0; threadCPU()-start < cpu; x++ {
+				for i := 0; i < 100000; i++ {
+					x ^= i
+				}
+			}
+			done <- true
+		}()
+	}
+	for range n {
+		<-done
+	}
+}
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// record runs Run with o, output in a fresh directory, and checks what
+// every recording must be: readable whole, with as many samples as Run
+// counted and the events timed by CLOCK_MONOTONIC.
+func record(t *testing.T, o Options) (*Result, string) {
+	t.Helper()
+	if o.Output == "" {
+		o.Output = filepath.Join(t.TempDir(), "perf.data")
+	}
+	if o.Freq == 0 {
+		o.Freq = 999
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	o.Stderr = testWriter{t}
+	o.Note = func(msg string) { t.Log(msg) }
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d samples, %d lost, %.2f s, command CPU time %.3f s", res.Samples, res.Lost, res.Elapsed.Seconds(), res.CPUTime.Seconds())
+	f, err := perfdata.Open(o.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := jitcode.CheckClock(f.Attrs()); err != nil {
+		t.Error(err)
+	}
+	var samples uint64
+	for {
+		rec, err := f.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r := rec.(type) {
+		case *perfdata.Sample:
+			samples++
+		case *perfdata.Invalid:
+			t.Fatalf("invalid record: %v", r.Err)
+		}
+	}
+	if samples != res.Samples {
+		t.Errorf("the file has %d samples, Run counted %d", samples, res.Samples)
+	}
+	return res, o.Output
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Logf("%s", bytes.TrimRight(b, "\n"))
+	return len(b), nil
+}
+
+// checkRate: the samples are the frequency times the CPU time, within 10%.
+func checkRate(t *testing.T, res *Result, hz int) {
+	t.Helper()
+	want := float64(hz) * res.CPUTime.Seconds()
+	if res.CPUTime < 200*time.Millisecond {
+		t.Fatalf("the workload ran only %v of CPU time", res.CPUTime)
+	}
+	if math.Abs(float64(res.Samples)-want) > 0.1*want {
+		t.Errorf("%d samples; %d Hz over %.3f s of CPU time is %.0f", res.Samples, hz, res.CPUTime.Seconds(), want)
+	}
+}
+
+// TestBusyLoop: a single-threaded busy loop gets the frequency times its
+// CPU time in samples, none lost, at 999 Hz and at the default 4 kHz with
+// call chains; perf report reads every one.
+func TestBusyLoop(t *testing.T) {
+	for _, tc := range []struct {
+		hz        int
+		callchain bool
+	}{{999, false}, {4000, true}} {
+		t.Run(fmt.Sprintf("%dHz/g=%v", tc.hz, tc.callchain), func(t *testing.T) {
+			res, data := record(t, Options{Freq: tc.hz, CallGraph: tc.callchain, Duration: time.Second,
+				Command: []string{"sh", "-c", "while :; do :; done"}})
+			checkRate(t, res, tc.hz)
+			if res.Lost != 0 {
+				t.Errorf("%d samples lost", res.Lost)
+			}
+			counts, total := fixtures.SymbolCounts(t, data, "-g", "none")
+			if uint64(total) != res.Samples {
+				t.Errorf("perf report counts %d samples, the recording has %d: %v", total, res.Samples, counts)
+			}
+		})
+	}
+}
+
+// TestThreads: the samples of a multi-threaded workload spread over its
+// threads as their CPU time does (the same for each).
+func TestThreads(t *testing.T) {
+	const threads = 4
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, data := record(t, Options{Command: []string{exe}, Env: append(os.Environ(), threadsEnv+"="+strconv.Itoa(threads))})
+	checkRate(t, res, 999)
+	f, err := perfdata.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	perTid := map[uint32]int{}
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			break
+		}
+		if s, ok := rec.(*perfdata.Sample); ok {
+			perTid[s.Tid]++
+		}
+	}
+	busy := 0
+	for _, n := range perTid {
+		// Each spinning thread burns a quarter of the CPU time; threads
+		// of the Go runtime get a few samples.
+		if float64(n) > 0.15*float64(res.Samples) {
+			busy++
+		}
+	}
+	t.Logf("samples per thread: %v", perTid)
+	if busy != threads {
+		t.Errorf("%d threads with their share of the samples, want %d: %v", busy, threads, perTid)
+	}
+}
+
+// truth is what the test JIT says it ran: each function's CPU time.
+type truth struct {
+	Functions map[string]struct {
+		CPUNanos int64 `json:"cpu_ns"`
+	} `json:"functions"`
+}
+
+// TestTestJIT records the test JIT, which moves a function and gives one
+// address to three functions in turn: perf report reads every sample, and
+// after perf inject --jit, perf report and jitprof report give each function
+// its share of the CPU time.
+func TestTestJIT(t *testing.T) {
+	const hz = 4000
+	bin := fixtures.BuildTestJIT(t)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	res, data := record(t, Options{Freq: hz, Output: filepath.Join(dir, "perf.data"), Stdout: &out,
+		Command: []string{bin, "-dir", dir, "-duration", "2s"}})
+	checkRate(t, res, hz)
+	var tr truth
+	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
+		t.Fatalf("the test JIT's report: %v\n%s", err, out.Bytes())
+	}
+
+	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
+		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
+	}
+	injected, _ := fixtures.SymbolCounts(t, fixtures.Inject(t, fixtures.Recording{PerfData: data}), "-g", "none")
+	checkShares(t, "perf inject + perf report", tr, injected)
+
+	ar := analyzeRecording(t, data)
+	if ar.Kept != int(res.Samples) {
+		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
+	}
+	checkShares(t, "jitprof report", tr, leafCounts(ar.Profile))
+}
+
+// checkShares: each jitted function's share of the samples in jitted code
+// is its share of the CPU time, within five standard deviations of a
+// binomial share and a point for the calls' overhead outside the loops.
+func checkShares(t *testing.T, who string, tr truth, got map[string]int) {
+	t.Helper()
+	var jitted int
+	var cpu int64
+	for name, w := range tr.Functions {
+		jitted += got[name]
+		cpu += w.CPUNanos
+	}
+	if jitted < 1000 {
+		t.Fatalf("%s: only %d samples in jitted code: %v", who, jitted, got)
+	}
+	for name, w := range tr.Functions {
+		want := float64(w.CPUNanos) / float64(cpu)
+		share := float64(got[name]) / float64(jitted)
+		tol := 5*math.Sqrt(want*(1-want)/float64(jitted)) + 0.01
+		t.Logf("%s: %s: %d samples, %.3f of jitted samples; CPU time says %.3f (±%.3f)", who, name, got[name], share, want, tol)
+		if math.Abs(share-want) > tol {
+			t.Errorf("%s: %s has %.3f of the samples, but ran %.3f of the time", who, name, share, want)
+		}
+	}
+}
+
+// analyzeRecording is what jitprof report makes of a recording.
+func analyzeRecording(t *testing.T, data string) *analyze.Result {
+	t.Helper()
+	o := analyze.Options{Input: data}
+	o.Warn = func(err error) { t.Logf("warning: %v", err) }
+	res, err := analyze.Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// leafCounts is a profile's sample count per leaf function.
+func leafCounts(p *profile.Profile) map[string]int {
+	counts := map[string]int{}
+	for _, s := range p.Sample {
+		if l := s.Location[0]; len(l.Line) > 0 {
+			counts[l.Line[0].Function.Name] += int(s.Value[0])
+		}
+	}
+	return counts
+}
+
+// removeDumps removes the dumps and perf maps a recording's processes wrote
+// in /tmp, where some runtimes always write them.
+func removeDumps(t *testing.T, data string) {
+	f, err := perfdata.Open(data)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			return
+		}
+		if m, ok := rec.(*perfdata.Mmap2); ok && jitcode.IsMarker(m.Filename) && filepath.Dir(m.Filename) == "/tmp" {
+			os.Remove(m.Filename)
+			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", m.Pid))
+		}
+	}
+}
+
+// TestRuntimesWithoutFlags records node, Erlang and CPython 3.13 with no
+// runtime flag on their command lines: the environment makes them write
+// dumps, and jitprof report names their jitted functions from them.
+func TestRuntimesWithoutFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hz   int
+		argv func(t *testing.T, dir string) []string
+	}{
+		{"node", 4000, func(t *testing.T, dir string) []string {
+			return []string{lookPath(t, "node"), fixtures.Workload(t, "newfunctions.js")}
+		}},
+		{"erlang", 4000, func(t *testing.T, dir string) []string {
+			erlc := lookPath(t, "erlc")
+			if out, err := exec.Command(erlc, "-o", dir, fixtures.Workload(t, "w.erl")).CombinedOutput(); err != nil {
+				t.Fatalf("erlc: %v\n%s", err, out)
+			}
+			return []string{lookPath(t, "erl"), "-noshell", "-boot", "no_dot_erlang", "-pa", dir, "-s", "w", "main"}
+		}},
+		// CPython's jitted code is trampolines of a few instructions.
+		{"python", 50000, func(t *testing.T, dir string) []string {
+			return []string{fixtures.Python313(t), fixtures.Workload(t, "fib_sq.py")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			argv := tc.argv(t, dir)
+			data := filepath.Join(dir, "perf.data")
+			t.Cleanup(func() { removeDumps(t, data) })
+			// In dir: node writes its dump in the working directory.
+			t.Chdir(dir)
+			res, _ := record(t, Options{Freq: tc.hz, Output: data, RuntimeEnv: true, Command: argv})
+			if res.ExitCode != 0 {
+				t.Fatalf("%s exited with status %d", argv[0], res.ExitCode)
+			}
+			ar := analyzeRecording(t, data)
+			jitted := map[string]bool{}
+			for _, m := range ar.Space.Dumps() {
+				for _, fn := range m.Dump.Functions {
+					jitted[fn.Name] = true
+				}
+			}
+			named := 0
+			for name, n := range leafCounts(ar.Profile) {
+				if jitted[name] {
+					named += n
+				}
+			}
+			t.Logf("%d samples, %d in jitted code of %d dumps, %d named from them", ar.Kept, ar.Jitted, len(ar.Space.Dumps()), named)
+			if named == 0 || named != ar.Jitted {
+				t.Errorf("jitted code not named")
+			}
+		})
+	}
+}
+
+func lookPath(t *testing.T, name string) string {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Skipf("%s: %v", name, err)
+	}
+	return p
+}
+
+// nodeSpin is a node program that keeps calling JavaScript functions and
+// builtins for about four seconds.
+const nodeSpin = `
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+const end = Date.now() + 4000;
+let acc = 0;
+while (Date.now() < end) {
+	const a = [5, 3, 1, 4].map(x => x * 2).sort();
+	acc += fib(15) + JSON.stringify({acc, a}).length + "abc".repeat(3).indexOf("ca");
+}
+console.log(acc);
+`
+
+// TestAttachNode records a node process that is already running, for one
+// second: its JavaScript functions are named, from its dump when node was
+// started with --perf-prof and from its perf map with --perf-basic-prof,
+// and its builtins too, as perf names them after perf inject --jit (those
+// embedded in node's executable by its symbols, Builtins_*; the others
+// from the dump, Builtin:*).
+func TestAttachNode(t *testing.T) {
+	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
+		t.Run(flag, func(t *testing.T) {
+			dir := t.TempDir()
+			node := exec.Command(lookPath(t, "node"), flag, "--interpreted-frames-native-stack", "-e", nodeSpin)
+			node.Dir = dir
+			if err := node.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := node.Process.Pid
+			t.Cleanup(func() {
+				node.Process.Kill()
+				node.Wait()
+				os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+			})
+			// Let it compile what it runs.
+			time.Sleep(700 * time.Millisecond)
+			data := filepath.Join(dir, "perf.data")
+			res, _ := record(t, Options{Freq: 999, Output: data, Pids: []int{pid}, Duration: time.Second})
+			if res.Samples < 100 {
+				t.Errorf("%d samples in a second of a busy node", res.Samples)
+			}
+			got := leafCounts(analyzeRecording(t, data).Profile)
+			js, builtins := 0, 0
+			for name, n := range got {
+				switch {
+				case strings.HasPrefix(name, "JS:"):
+					js += n
+				case strings.HasPrefix(name, "Builtin:"), strings.HasPrefix(name, "Builtins_"):
+					builtins += n
+				}
+			}
+			t.Logf("%d samples in JS: functions, %d in builtins", js, builtins)
+			if js < int(res.Samples)/2 || builtins == 0 {
+				t.Errorf("JavaScript and builtins not named")
+			}
+
+			perfData := data
+			if flag == "--perf-prof" {
+				perfData = fixtures.Inject(t, fixtures.Recording{PerfData: data})
+			}
+			want, total := fixtures.SymbolCounts(t, perfData, "-g", "none")
+			for name, n := range want {
+				if strings.HasPrefix(name, "0x") {
+					want["[unknown]"] += n
+					delete(want, name)
+				}
+			}
+			if d := fixtures.Differ(want, got); float64(d) > 0.005*float64(total) {
+				t.Errorf("%d of %d samples named differently from perf", d, total)
+			}
+		})
+	}
+}
+
+// TestErrors: what a user can act on is said.
+func TestErrors(t *testing.T) {
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+		is   error
+	}{
+		{name: "no such command", o: Options{Command: []string{"no-such-command-jitprof"}}, want: "no-such-command-jitprof"},
+		{name: "pid gone", o: Options{Pids: []int{exited.Process.Pid}}, is: ErrGone},
+		{name: "two targets", o: Options{Command: []string{"true"}, AllCPUs: true}, want: "exactly one"},
+		{name: "frequency too high", o: Options{Command: []string{"true"}, Freq: 1 << 30}, want: "perf_event_max_sample_rate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Output = filepath.Join(t.TempDir(), "perf.data")
+			if o.Freq == 0 {
+				o.Freq = 999
+			}
+			_, err := Run(context.Background(), o)
+			if err == nil || tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+			t.Log(err)
+			if _, err := os.Stat(o.Output); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a failed recording left %s: %v", o.Output, err)
+			}
+		})
+	}
+}
