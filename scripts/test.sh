@@ -17,6 +17,7 @@ declare -A package_of=(
 	[javac]=default-jdk-headless
 	[readelf]=binutils
 	[gcc]=gcc
+	[make]=make
 	[g++]=g++
 	[chromium]=chromium
 )

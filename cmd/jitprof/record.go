@@ -112,6 +112,7 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (a command still running is sent SIGTERM)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
+	f.IntVarP(&o.Pages, "mmap-pages", "m", 128, "each CPU's ring buffer, in `PAGES` (a power of two); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
 	return cmd

@@ -188,10 +188,10 @@ type aggregator struct {
 	stages      *jitcode.Stages
 	perFunction bool
 	profileOnly bool
-	attrs  map[*perfdata.Attr]bool // of the chosen event
-	event  string
-	unit   string
-	period uint64 // the fixed period, 0 when sampled by frequency
+	attrs       map[*perfdata.Attr]bool // of the chosen event
+	event       string
+	unit        string
+	period      uint64 // the fixed period, 0 when sampled by frequency
 
 	locIDs  map[location]uint32
 	lookups map[pcKey]cached
@@ -216,14 +216,14 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		filter:      opts.Filter,
 		perFunction: opts.PerFunction,
 		profileOnly: opts.ProfileOnly,
-		attrs:   make(map[*perfdata.Attr]bool),
-		locIDs:  make(map[location]uint32),
-		lookups: make(map[pcKey]cached),
-		commIDs: make(map[string]uint32),
-		nodes:   []node{{}},
-		nodeIDs: make(map[node]uint32),
-		stacks:  make(map[stackKey]total),
-		first:   math.MaxUint64,
+		attrs:       make(map[*perfdata.Attr]bool),
+		locIDs:      make(map[location]uint32),
+		lookups:     make(map[pcKey]cached),
+		commIDs:     make(map[string]uint32),
+		nodes:       []node{{}},
+		nodeIDs:     make(map[node]uint32),
+		stacks:      make(map[stackKey]total),
+		first:       math.MaxUint64,
 	}
 	var dumps []*jitcode.Dump
 	for _, m := range space.Dumps() {

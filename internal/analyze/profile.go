@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -123,6 +124,9 @@ func (a *aggregator) result() (*Result, error) {
 	if a.profileOnly {
 		err = a.space.Close()
 		a.space, a.frames, res.Space, res.Frames = nil, nil, nil, nil
+		// The symbol tables were the larger part of the heap: give their
+		// memory back now, or the samples would be built on top of it.
+		debug.FreeOSMemory()
 	}
 
 	// Samples of one thread share their label maps: pprof only reads them.

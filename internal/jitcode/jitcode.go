@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -78,6 +79,9 @@ func Read(path string) (*Dump, error) {
 		case *jitdump.UnwindingInfo:
 			unwind = r
 		case *jitdump.CodeLoad:
+			// A name is looked at for every sample in the function; kept
+			// in the mapping it would bring a page of code back per name.
+			r.Name = strings.Clone(r.Name)
 			fn := &Function{CodeLoad: r, Debug: debug, Unwind: unwind}
 			debug, unwind = nil, nil
 			d.Functions = append(d.Functions, fn)

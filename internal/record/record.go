@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,14 +57,14 @@ type Options struct {
 	// code in the command's environment.
 	RuntimeEnv bool
 	// Env is the command's environment before that; nil means os.Environ.
-	Env                    []string
-	Stdin                  io.Reader
-	Stdout, Stderr         io.Writer
-	Cmdline                []string // the recorder's, for the file's header
-	Note                   func(string)
-	Pages                  int // ring buffer data pages per CPU, a power of two; 0 picks 128 (512 KiB)
-	proc                   string
-	afterStart, beforeStop func() // test hooks
+	Env            []string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Cmdline        []string     // the recorder's, for the file's header
+	Note           func(string) // receives notes for the user, such as which event is sampled
+	// Pages is the size of each CPU's ring buffer in pages, a power of
+	// two; 0 picks 128 (512 KiB).
+	Pages int
 }
 
 // Result says what was recorded.
@@ -86,6 +87,9 @@ var ErrNoSpace = errors.New("no space left on device")
 
 const defaultPages = 128
 
+// procRoot is where the proc file system is.
+const procRoot = "/proc"
+
 var le = binary.LittleEndian
 
 // launcher is the shell a command starts under: it waits for the go-ahead
@@ -107,6 +111,8 @@ type session struct {
 
 	cmd     *exec.Cmd
 	cmdDone chan struct{} // closed when the command has been waited for
+	quit    chan struct{} // closed to end the watcher
+	watcher chan struct{} // closed when the watcher has ended
 	goAhead *os.File      // the command's go-ahead
 	wake    int           // eventfd that interrupts poll
 }
@@ -126,9 +132,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Pages&(o.Pages-1) != 0 {
 		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
-	}
-	if o.proc == "" {
-		o.proc = "/proc"
 	}
 	note := o.Note
 	if note == nil {
@@ -166,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		tids = []int{s.cmd.Process.Pid}
 	case len(o.Pids) > 0:
-		sy := synthesizer{proc: o.proc}
+		sy := synthesizer{proc: procRoot}
 		for _, pid := range o.Pids {
 			ts, err := sy.threads(pid)
 			if err != nil {
@@ -186,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
 		return nil, err
 	}
-	sy := synthesizer{proc: o.proc, attr: s.attr, emit: s.writeRecord}
+	sy := synthesizer{proc: procRoot, attr: s.attr, emit: s.writeRecord}
 	if err := s.synthesize(&sy); err != nil {
 		return s.fail(err)
 	}
@@ -200,13 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		s.goAhead.Close()
 		s.goAhead = nil
 	}
-	if o.afterStart != nil {
-		o.afterStart()
-	}
 	err = s.loop(stop)
-	if o.beforeStop != nil {
-		o.beforeStop()
-	}
 	for _, fd := range s.fds {
 		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
 	}
@@ -306,10 +303,10 @@ func (s *session) open(cpus, tids []int) error {
 // exited: a thread that exits alone is no reason to stop.
 func (s *session) processGone(tid int) bool {
 	for _, pid := range s.o.Pids {
-		if _, err := os.Stat(filepath.Join(s.o.proc, strconv.Itoa(pid), "task", strconv.Itoa(tid))); err == nil {
+		if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid), "task", strconv.Itoa(tid))); err == nil {
 			return false
 		}
-		if _, err := os.Stat(filepath.Join(s.o.proc, strconv.Itoa(pid))); err == nil {
+		if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err == nil {
 			return false
 		}
 	}
@@ -334,7 +331,9 @@ func (s *session) synthesize(sy *synthesizer) error {
 	}
 	for _, pid := range pids {
 		if err := sy.process(pid); err != nil {
-			if errors.Is(err, ErrGone) && s.o.AllCPUs {
+			// Of every process, those that exit meanwhile, or that
+			// this user may not read, are left out, as perf does.
+			if s.o.AllCPUs && (errors.Is(err, ErrGone) || errors.Is(err, fs.ErrPermission)) {
 				continue
 			}
 			return err
@@ -344,35 +343,41 @@ func (s *session) synthesize(sy *synthesizer) error {
 }
 
 // watch returns a channel that says why the recording ends, waking poll
-// when it does.
+// when it does. The watcher ends when the session is released.
 func (s *session) watch(ctx context.Context) <-chan string {
 	stop := make(chan string, 1)
-	var cmdDone chan struct{}
 	if s.cmd != nil {
-		cmdDone = make(chan struct{})
+		s.cmdDone = make(chan struct{})
 		go func() {
 			s.cmd.Wait()
-			close(cmdDone)
+			close(s.cmdDone)
 		}()
 	}
 	var timeout <-chan time.Time
+	var timer *time.Timer
 	if s.o.Duration > 0 {
-		timeout = time.After(s.o.Duration)
+		timer = time.NewTimer(s.o.Duration)
+		timeout = timer.C
 	}
+	s.quit, s.watcher = make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(s.watcher)
+		if timer != nil {
+			defer timer.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			stop <- "interrupted"
 		case <-timeout:
 			stop <- "duration"
-		case <-cmdDone:
+		case <-s.cmdDone:
 			stop <- "exited"
+		case <-s.quit:
+			return
 		}
-		var one [8]byte
-		one[0] = 1
+		one := [8]byte{1}
 		unix.Write(s.wake, one[:])
 	}()
-	s.cmdDone = cmdDone
 	return stop
 }
 
@@ -502,6 +507,12 @@ func (s *session) release() {
 	}
 	for _, fd := range s.fds {
 		unix.Close(fd)
+	}
+	if s.quit != nil {
+		// The watcher may write to wake: it must be done before wake's
+		// number can be reused.
+		close(s.quit)
+		<-s.watcher
 	}
 	if s.wake >= 0 {
 		unix.Close(s.wake)

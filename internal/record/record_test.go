@@ -442,6 +442,48 @@ func TestAttachNode(t *testing.T) {
 	}
 }
 
+// TestAllCPUs records every CPU while a busy loop runs: its samples are
+// there, under the name it had before recording began, from /proc.
+func TestAllCPUs(t *testing.T) {
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		busy.Process.Kill()
+		busy.Wait()
+	})
+	res, data := record(t, Options{AllCPUs: true, Duration: 500 * time.Millisecond})
+	f, err := perfdata.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pid := uint32(busy.Process.Pid)
+	var samples int
+	comm := ""
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			break
+		}
+		switch r := rec.(type) {
+		case *perfdata.Sample:
+			if r.Pid == pid {
+				samples++
+			}
+		case *perfdata.Comm:
+			if r.Pid == pid && r.Trailer.Time == 0 {
+				comm = r.Comm
+			}
+		}
+	}
+	t.Logf("%d of %d samples in the busy loop, named %q", samples, res.Samples, comm)
+	if samples < 100 || comm != "sh" {
+		t.Errorf("the busy loop: %d samples, synthesized name %q", samples, comm)
+	}
+}
+
 // TestErrors: what a user can act on is said.
 func TestErrors(t *testing.T) {
 	exited := exec.Command("true")

@@ -45,8 +45,8 @@ func TestReadRing(t *testing.T) {
 		tail    uint64
 		recs    [][]byte
 		headAdj func(uint64) uint64 // corrupts the head
-		corrupt func([]byte)         // corrupts the data
-		want    [][]byte             // records emitted
+		corrupt func([]byte)        // corrupts the data
+		want    [][]byte            // records emitted
 		err     string
 	}{
 		{name: "empty", size: 64, want: nil},
