@@ -11,6 +11,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/jitcode"
 	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/internal/symname"
 )
 
 // JITBuildID is the BuildID of the profile Mappings of jitted code, whose
@@ -77,6 +78,21 @@ func (a *aggregator) result() (*Result, error) {
 	}
 	functions := make(map[functionKey]*profile.Function)
 	lines := make(map[*jitcode.Function]jitcode.Lines) // built once per function, not per location
+	type inlineKey struct {
+		module     *symbolize.Module
+		name, file string
+	}
+	inlines := make(map[inlineKey]*profile.Function)
+	inlined := func(m *symbolize.Module, in jitcode.InlineFrame) *profile.Function {
+		key := inlineKey{m, in.Name, in.File}
+		fn := inlines[key]
+		if fn == nil {
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: symname.Demangle(strings.Clone(in.Name)), SystemName: strings.Clone(in.Name), Filename: strings.Clone(in.File)}
+			inlines[key] = fn
+			p.Function = append(p.Function, fn)
+		}
+		return fn
+	}
 	p.Location = make([]*profile.Location, len(a.frames))
 	for i, fr := range a.frames {
 		loc := &profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
@@ -100,7 +116,7 @@ func (a *aggregator) result() (*Result, error) {
 		fn := functions[key]
 		if fn == nil {
 			// Clones: jitted names alias the dumps, which Close unmaps.
-			fn = &profile.Function{ID: uint64(len(functions) + 1), Name: strings.Clone(a.names[i]), SystemName: strings.Clone(fr.Symbol.Name), Filename: strings.Clone(file)}
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: strings.Clone(a.names[i]), SystemName: strings.Clone(fr.Symbol.Name), Filename: strings.Clone(file)}
 			functions[key] = fn
 			p.Function = append(p.Function, fn)
 		}
@@ -109,8 +125,14 @@ func (a *aggregator) result() (*Result, error) {
 		}
 		if a.perFunction {
 			line = 0 // the location stands for every line of the function
+		} else if jit := fr.Symbol.JIT; jit != nil {
+			// pprof lists a location's inlined functions innermost first,
+			// the function that holds the code last.
+			for _, in := range slices.Backward(jit.InlineChain(fr.Symbol.LoadAddr(fr.Addr))) {
+				loc.Line = append(loc.Line, profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)})
+			}
 		}
-		loc.Line = []profile.Line{{Function: fn, Line: int64(line)}}
+		loc.Line = append(loc.Line, profile.Line{Function: fn, Line: int64(line)})
 	}
 
 	res := &Result{
