@@ -39,11 +39,12 @@ $(BUILD)/libjitprof-ittjit.so: $(ITTJIT_SRC) $(wildcard agents/ittjit/*.h) $(WRI
 	@mkdir -p $(BUILD)
 	$(CC) $(AGENT_CFLAGS) -Iagents/ittjit -o $@ $(ITTJIT_SRC) agents/jitdump/jitdump_writer.c $(AGENT_LDFLAGS)
 
-# jitprof's main job on the bundled input, a dump PHP's JIT wrote.
-demo: build
-	./jitprof check testdata/php-fib_mandel.dump
-	./jitprof dump --stats testdata/php-fib_mandel.dump
-	./jitprof dump testdata/php-fib_mandel.dump | head -12
+# jitprof's main job on the bundled input, a dump PHP's JIT wrote. It needs
+# no agents, so no C compiler or JDK either.
+demo:
+	$(GO) run ./cmd/jitprof check testdata/php-fib_mandel.dump
+	$(GO) run ./cmd/jitprof dump --stats testdata/php-fib_mandel.dump
+	$(GO) run ./cmd/jitprof dump testdata/php-fib_mandel.dump | head -12
 
 # Every test, after installing what the tests need (Debian 12).
 test:
