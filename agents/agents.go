@@ -81,9 +81,13 @@ func Library(k Kind) (string, error) {
 	return path, err
 }
 
-// searchDirs lists where an unembedded agent may be, most specific first.
+// searchDirs lists where an unembedded agent may be, most specific first:
+// $JITPROF_AGENT_DIR, for packagers and tests, comes first.
 func searchDirs() []string {
 	var dirs []string
+	if dir := os.Getenv("JITPROF_AGENT_DIR"); dir != "" {
+		dirs = append(dirs, dir)
+	}
 	if exe, err := os.Executable(); err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = real

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -435,6 +436,120 @@ func TestIttjitPHP(t *testing.T) {
 	t.Logf("%d samples, %d in jitted code, %d on functions named after fib and mandel", res.Kept, res.Jitted, own)
 	if own*10 < int64(res.Jitted)*9 || own*4 < int64(res.Kept) {
 		t.Errorf("only %d of %d jitted samples (%d in all) on PHP's functions", own, res.Jitted, res.Kept)
+	}
+}
+
+// TestIttjitInlineProfile: a busy loop that the driver wrote, loaded with a
+// line table and inlined two deep (see spin_code in the driver), is profiled
+// under perf; jitprof's profile gives every sample in it the inline chain at
+// its address as pprof frames, innermost first, and pprof shows them from
+// `jitprof report --format pprof`.
+func TestIttjitInlineProfile(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("the driver's loop is x86-64 code, not %s", runtime.GOARCH)
+	}
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skipf("perf is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	run := runIttjit(t, dir, []string{perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "4000", "-o", data, "--"}, "inline", "500")
+	for _, name := range []string{"initialize", "spin", "inline_middle", "inline_inner", "spin_result", "shutdown"} {
+		if got := run.rc[name]; !slices.Equal(got, []string{"1"}) {
+			t.Errorf("%s returned %v, want 1", name, got)
+		}
+	}
+	if len(run.logs) != 0 {
+		t.Errorf("the collector complained: %q", run.logs)
+	}
+
+	type frame struct {
+		name, file string
+		line       int64
+	}
+	outer := func(line int64) frame { return frame{"Spinner::spin", "spin.src", line} }
+	middle := func(line int64) frame { return frame{"spin_middle", "middle.src", line} }
+	inner := func(line int64) frame { return frame{"spin_inner", "inner.src", line} }
+	const spinSize = 0x50
+	// The frames at an offset in spin, as the driver laid it out.
+	want := func(off uint64) []frame {
+		switch {
+		case off < 0x10:
+			return []frame{outer(10)}
+		case off < 0x20:
+			return []frame{middle(20), outer(11)}
+		case off < 0x28:
+			return []frame{inner(30), middle(21), outer(11)}
+		case off < 0x30:
+			return []frame{inner(31), middle(21), outer(11)}
+		case off < 0x40:
+			return []frame{middle(22), outer(11)}
+		}
+		return []frame{outer(12)}
+	}
+
+	res, err := analyze.Run(analyze.Options{Input: data, Options: symbolizeWarn(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var inSpin, inLoop int64
+	for _, s := range res.Profile.Sample {
+		leaf := s.Location[0]
+		off := leaf.Address - run.base
+		if leaf.Address < run.base || off >= spinSize {
+			continue
+		}
+		n := s.Value[0]
+		inSpin += n
+		var got []frame
+		for _, l := range leaf.Line {
+			got = append(got, frame{l.Function.Name, l.Function.Filename, l.Line})
+		}
+		if w := want(off); !slices.Equal(got, w) {
+			t.Errorf("%d samples at spin+%#x: frames %+v, want %+v", n, off, got, w)
+		}
+		if off >= 0x20 && off < 0x28 {
+			inLoop += n
+		}
+	}
+	t.Logf("%d samples, %d in jitted code, %d in spin, %d in the loop three frames deep", res.Kept, res.Jitted, inSpin, inLoop)
+	if inSpin != int64(res.Jitted) {
+		t.Errorf("%d jitted samples, but %d in spin, the only jitted code", res.Jitted, inSpin)
+	}
+	if inLoop < 200 || inLoop*10 < inSpin*9 {
+		t.Errorf("only %d of %d samples in spin are in its loop", inLoop, inSpin)
+	}
+
+	// pprof's own reading of the report: the loop's samples in traces of
+	// the three frames, the inlined two marked so.
+	bin := filepath.Join(dir, "jitprof")
+	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
+	prof := filepath.Join(dir, "profile.pb.gz")
+	runCommand(t, []string{bin, "report", "-q", "-i", data, "--format", "pprof", "-o", prof})
+	traces := runCommand(t, []string{"go", "tool", "pprof", "-traces", "-lines", prof})
+	wantTrace := []string{"spin_inner inner.src:30 (inline)", "spin_middle middle.src:21 (inline)", "Spinner::spin spin.src:11"}
+	var shown int64
+	lines := strings.Split(traces, "\n")
+	for i, l := range lines {
+		count, leaf, ok := strings.Cut(strings.TrimSpace(l), " ")
+		if !ok || strings.TrimSpace(leaf) != wantTrace[0] || i+len(wantTrace) > len(lines) {
+			continue
+		}
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil {
+			t.Fatalf("pprof -traces: %q: %v", l, err)
+		}
+		for k, w := range wantTrace[1:] {
+			if got := strings.TrimSpace(lines[i+1+k]); got != w {
+				t.Errorf("pprof -traces: frame %d under spin_inner is %q, want %q", k+1, got, w)
+			}
+		}
+		shown += n
+	}
+	if shown != inLoop {
+		t.Errorf("pprof -traces shows %d samples under %q, the profile has %d\n%s", shown, wantTrace, inLoop, traces)
 	}
 }
 

@@ -20,15 +20,17 @@ go build -o "$work/jitprof" ./cmd/jitprof
 gcc -O2 -fno-omit-frame-pointer -o "$work/fib_sq" "$workloads/fib_sq.c"
 
 # timed CMD... runs CMD (which may be a recorder running the workload) and
-# prints two times in milliseconds: the workload's own wall time, measured
-# by a shell around it inside the recorder (its slowdown is the target), and
-# the whole command's (with the recorder's start and finish).
+# prints three times in milliseconds: the workload's own wall time, measured
+# by a shell around it inside the recorder (its slowdown is the target), the
+# whole command's (with the recorder's start and finish), and the CPU time
+# (user and system) of the recorder and the workload together, which shows
+# what the recorder costs on a machine with cores to spare.
 timed() {
 	local s e
 	s=$(date +%s%N)
-	"$@" >/dev/null 2>&1
+	/usr/bin/time -o "$work/cpu" -f '%U %S' "$@" >/dev/null 2>&1
 	e=$(date +%s%N)
-	echo "$(cat "$work/inner") $(((e - s) / 1000000))"
+	echo "$(cat "$work/inner") $(((e - s) / 1000000)) $(awk '{printf "%d", 1000 * ($1 + $2)}' "$work/cpu")"
 }
 inner=(sh -c 's=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(((e - s) / 1000000)) >"$0"' "$work/inner")
 
@@ -47,16 +49,17 @@ compare() {
 		jit+="$(timed "$work/jitprof" record -q --no-runtime-env -e cpu-clock -F 999 -g -o "$work/jit.data" -- "${inner[@]}" "$@")"$'\n'
 	done
 	cd "$repo"
-	local b p j bw pw jw
-	b=$(cut -d' ' -f1 <<<"${base%$'\n'}" | median)
-	p=$(cut -d' ' -f1 <<<"${perf%$'\n'}" | median)
-	j=$(cut -d' ' -f1 <<<"${jit%$'\n'}" | median)
-	pw=$(cut -d' ' -f2 <<<"${perf%$'\n'}" | median)
-	jw=$(cut -d' ' -f2 <<<"${jit%$'\n'}" | median)
-	awk -v n="$name" -v b="$b" -v p="$p" -v j="$j" -v pw="$pw" -v jw="$jw" 'BEGIN {
-		printf "%-30s alone %5d ms | perf record %5d ms (%+5.1f%%), %5d ms in all | jitprof record %5d ms (%+5.1f%%), %5d ms in all | slowdown jitprof/perf: %s\n",
-			n, b, p, 100 * (p - b) / b, pw, j, 100 * (j - b) / b, jw,
+	local b p j pw jw bc pc jc
+	col() { cut -d' ' -f"$1" <<<"${2%$'\n'}" | median; }
+	b=$(col 1 "$base") p=$(col 1 "$perf") j=$(col 1 "$jit")
+	pw=$(col 2 "$perf") jw=$(col 2 "$jit")
+	bc=$(col 3 "$base") pc=$(col 3 "$perf") jc=$(col 3 "$jit")
+	awk -v n="$name" -v b="$b" -v p="$p" -v j="$j" -v pw="$pw" -v jw="$jw" -v bc="$bc" -v pc="$pc" -v jc="$jc" 'BEGIN {
+		printf "%s\n  workload wall time: alone %d ms, under perf record %d ms (%+.1f%%), under jitprof record %d ms (%+.1f%%); slowdown jitprof/perf: %s\n",
+			n, b, p, 100 * (p - b) / b, j, 100 * (j - b) / b,
 			(p - b <= 0 ? "n/a (perf adds nothing measurable)" : sprintf("%.2f", (j > b ? j - b : 0) / (p - b)))
+		printf "  whole command: perf record %d ms, jitprof record %d ms\n", pw, jw
+		printf "  CPU time added to the workload'"'"'s %d ms: perf record %+d ms, jitprof record %+d ms\n", bc, pc - bc, jc - bc
 	}'
 }
 

@@ -25,14 +25,17 @@ func newDumpCmd() *cobra.Command {
 		Use:   "dump FILE",
 		Short: "Print the records of a jitdump file",
 		Long: `Prints one line per record of a jitdump file: time (CLOCK_MONOTONIC seconds, as
-perf script shows them), type, address, size, code index and name.
+perf script shows them), type, address, size, code index and name. jitprof's
+own records are shown too: JITPROF_INLINE (a method instance inlined into a
+loaded function: its code range, runtime ids, name and file) and
+JITPROF_STAGE (a stage mark: the stage's name and whether accounting is on).
 
 Exit status: 0 when the file could be read (also when its last record is cut
 short, as it is while the runtime is still writing), 1 when it is corrupt
 part way (the records before the damage are printed), 2 when it is not a
 jitdump file or cannot be read.`,
 		Example: `  jitprof dump jit-4242.dump
-  jitprof dump --lines jit-4242.dump      # with the source lines of DEBUG_INFO
+  jitprof dump --lines jit-4242.dump      # with the source lines of DEBUG_INFO and JITPROF_INLINE
   jitprof dump --json jit-4242.dump | jq 'select(.type=="CODE_LOAD") | .name'
   jitprof dump --stats --json jit-4242.dump`,
 		Args: cobra.ExactArgs(1),
@@ -43,7 +46,7 @@ jitdump file or cannot be read.`,
 	f := cmd.Flags()
 	f.BoolVar(&opts.json, "json", false, "one JSON object per record (with --stats: one for the file)")
 	f.BoolVar(&opts.stats, "stats", false, "print a summary of the file instead of its records")
-	f.BoolVar(&opts.lines, "lines", false, "print the entries of DEBUG_INFO records")
+	f.BoolVar(&opts.lines, "lines", false, "print the line entries of DEBUG_INFO and JITPROF_INLINE records")
 	return cmd
 }
 
@@ -159,6 +162,23 @@ func (p *recordPrinter) text(rec jitdump.Record) {
 				p.out.WriteByte('\n')
 			}
 		}
+	case *jitdump.InlineInfo:
+		desc := fmt.Sprintf("%s [%#x..%#x) id %d parent %d root %d", r.Name, r.CodeAddr, r.CodeAddr+r.CodeSize, r.MethodID, r.ParentID, r.RootID)
+		if r.File != "" {
+			desc += " file " + r.File
+		}
+		line(hex(r.CodeAddr), r.CodeSize, r.CodeIndex, fmt.Sprintf("%s, %d line entries", desc, len(r.Lines)))
+		if p.lines {
+			for _, e := range r.Lines {
+				fmt.Fprintf(p.out, "    %#x %s:%d\n", e.Addr, r.File, e.Line)
+			}
+		}
+	case *jitdump.StageMark:
+		accounting := "on"
+		if !r.Accounting {
+			accounting = "off"
+		}
+		line("-", "-", "-", fmt.Sprintf("stage %q, accounting %s", r.Name, accounting))
 	case *jitdump.UnwindingInfo:
 		line("-", len(r.EHFrame)+len(r.EHFrameHdr), "-", fmt.Sprintf("eh_frame %d bytes, eh_frame_hdr %d bytes, mapped %d", len(r.EHFrame), len(r.EHFrameHdr), r.MappedSize))
 	case *jitdump.CodeClose:
@@ -186,6 +206,11 @@ type jsonRecord struct {
 	CodeSize    *uint64         `json:"code_size,omitempty"`
 	CodeIndex   *uint64         `json:"code_index,omitempty"`
 	Name        *string         `json:"name,omitempty"`
+	MethodID    *uint32         `json:"method_id,omitempty"`
+	ParentID    *uint32         `json:"parent_id,omitempty"`
+	RootID      *uint32         `json:"root_id,omitempty"`
+	File        *string         `json:"file,omitempty"`
+	Accounting  *bool           `json:"accounting,omitempty"`
 	NumEntries  *uint64         `json:"nr_entry,omitempty"`
 	Entries     []jsonLineEntry `json:"entries,omitempty"`
 	EHFrame     *int            `json:"eh_frame_size,omitempty"`
@@ -223,6 +248,16 @@ func (p *recordPrinter) jsonRecord(rec jitdump.Record) jsonRecord {
 				j.Entries = append(j.Entries, jsonLineEntry{Addr: e.Addr, File: e.File, Line: e.Line, Discrim: e.Discrim})
 			}
 		}
+	case *jitdump.InlineInfo:
+		j.CodeIndex, j.CodeAddr, j.CodeSize, j.MethodID, j.ParentID, j.RootID, j.Name, j.File = &r.CodeIndex, &r.CodeAddr, &r.CodeSize, &r.MethodID, &r.ParentID, &r.RootID, &r.Name, &r.File
+		j.NumEntries = ptr(uint64(len(r.Lines)))
+		if p.lines {
+			for _, e := range r.Lines {
+				j.Entries = append(j.Entries, jsonLineEntry{Addr: e.Addr, File: r.File, Line: e.Line})
+			}
+		}
+	case *jitdump.StageMark:
+		j.Name, j.Accounting = &r.Name, &r.Accounting
 	case *jitdump.UnwindingInfo:
 		j.EHFrame, j.EHFrameHdr, j.MappedSize = ptr(len(r.EHFrame)), ptr(len(r.EHFrameHdr)), &r.MappedSize
 	case *jitdump.Unknown:
@@ -259,6 +294,8 @@ type recordCounts struct {
 	DebugInfo     uint64 `json:"debug_info"`
 	Close         uint64 `json:"close"`
 	UnwindingInfo uint64 `json:"unwinding_info"`
+	Inline        uint64 `json:"jitprof_inline"`
+	Stage         uint64 `json:"jitprof_stage"`
 	Unknown       uint64 `json:"unknown"`
 	Invalid       uint64 `json:"invalid"`
 }
@@ -289,6 +326,10 @@ func collectStats(r *jitdump.Reader) *stats {
 			c.Close++
 		case *jitdump.UnwindingInfo:
 			c.UnwindingInfo++
+		case *jitdump.InlineInfo:
+			c.Inline++
+		case *jitdump.StageMark:
+			c.Stage++
 		case *jitdump.Unknown:
 			c.Unknown++
 		case *jitdump.Invalid:
@@ -311,13 +352,13 @@ header size    %d bytes
 elf machine    %d
 pid            %d
 flags          %#x
-records        %d CODE_LOAD, %d CODE_MOVE, %d DEBUG_INFO, %d CODE_CLOSE, %d UNWINDING_INFO, %d unknown, %d invalid
+records        %d CODE_LOAD, %d CODE_MOVE, %d DEBUG_INFO, %d CODE_CLOSE, %d UNWINDING_INFO, %d JITPROF_INLINE, %d JITPROF_STAGE, %d unknown, %d invalid
 code bytes     %d
 debug entries  %d
 time span      %s .. %s
 truncated      %v
 `, st.ByteOrder, st.Version, st.HeaderSize, st.ElfMach, st.Pid, st.Flags,
-		c.CodeLoad, c.CodeMove, c.DebugInfo, c.Close, c.UnwindingInfo, c.Unknown, c.Invalid,
+		c.CodeLoad, c.CodeMove, c.DebugInfo, c.Close, c.UnwindingInfo, c.Inline, c.Stage, c.Unknown, c.Invalid,
 		st.CodeBytes, st.DebugEntries, seconds(st.FirstTime), seconds(st.LastTime), st.Truncated)
 	return err
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +115,8 @@ func independentStats(data []byte) map[string]any {
 	return map[string]any{
 		"byte_order": order, "version": float64(o.Uint32(data[4:])), "header_size": float64(o.Uint32(data[8:])),
 		"elf_mach": float64(o.Uint32(data[12:])), "pid": float64(o.Uint32(data[20:])), "flags": float64(o.Uint64(data[32:])),
-		"records":    map[string]any{"code_load": counts[0], "code_move": counts[1], "debug_info": counts[2], "close": counts[3], "unwinding_info": counts[4]},
+		"records": map[string]any{"code_load": counts[0], "code_move": counts[1], "debug_info": counts[2], "close": counts[3], "unwinding_info": counts[4],
+			"jitprof_inline": counts[uint32(jitdump.TypeInlineInfo)], "jitprof_stage": counts[uint32(jitdump.TypeStageMark)]},
 		"code_bytes": code, "debug_entries": entries, "truncated": truncated,
 	}
 }
@@ -226,6 +229,179 @@ func TestDumpOutput(t *testing.T) {
 	if n != loads {
 		t.Errorf("JSON output has %d CODE_LOADs, stats say %d", n, loads)
 	}
+}
+
+// jitprofRecordsDump writes, in byte order o, a dump with one function, two
+// instances inlined into it (one with a file and lines, one without) and the
+// stage marks of a run that switches accounting off for a while.
+func jitprofRecordsDump(t *testing.T, o binary.ByteOrder) string {
+	t.Helper()
+	var b bytes.Buffer
+	w, err := jitdump.NewWriter(&b, jitdump.Header{ByteOrder: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := w.Load(&jitdump.Function{Name: "spin", Addr: 0x1000, Code: make([]byte, 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		func() error { return w.Stage("init") },
+		func() error {
+			return w.WriteRecord(&jitdump.InlineInfo{RecordHeader: jitdump.RecordHeader{Timestamp: 3_000_000_001},
+				CodeIndex: index, CodeAddr: 0x1010, CodeSize: 0x30, MethodID: 2, ParentID: 1, RootID: 1,
+				Lines: []jitdump.InlineLine{{Addr: 0x1010, Line: 20}, {Addr: 0x1020, Line: 21}, {Addr: 0x1030, Line: 22}},
+				Name:  "spin_middle", File: "middle.src"})
+		},
+		func() error {
+			return w.WriteRecord(&jitdump.InlineInfo{RecordHeader: jitdump.RecordHeader{Timestamp: 3_000_000_002},
+				CodeIndex: index, CodeAddr: 0x1020, CodeSize: 0x10, MethodID: 3, ParentID: 2, RootID: 1, Name: "spin_inner"})
+		},
+		func() error { return w.Accounting(false) },
+		func() error { return w.Stage("work") },
+		func() error { return w.Accounting(true) },
+		func() error { return w.Stage("") },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, b.Bytes())
+}
+
+// TestDumpJitprofRecords: dump shows jitprof's inline and stage records
+// with their fields, in text (regular expressions, one per line of output,
+// in order) and JSON (objects whose fields each output object of the same
+// position among those of its type must have), and counts them in --stats.
+func TestDumpJitprofRecords(t *testing.T) {
+	const stage = `^\d+\.\d{9} +JITPROF_STAGE +- +- +-  `
+	middle := `^3\.000000001 +JITPROF_INLINE +0x1010 +48 +1  spin_middle \[0x1010\.\.0x1040\) id 2 parent 1 root 1 file middle\.src, 3 line entries$`
+	inner := `^3\.000000002 +JITPROF_INLINE +0x1020 +16 +1  spin_inner \[0x1020\.\.0x1030\) id 3 parent 2 root 1, 0 line entries$`
+	textRecords := []string{
+		`^TIME +TYPE +ADDRESS +SIZE +INDEX +NAME$`,
+		`^\d+\.\d{9} +CODE_LOAD +0x1000 +64 +1  spin$`,
+		stage + `stage "init", accounting on$`,
+		middle, inner,
+		stage + `stage "init", accounting off$`,
+		stage + `stage "work", accounting off$`,
+		stage + `stage "work", accounting on$`,
+		stage + `stage "", accounting on$`,
+		`^\d+\.\d{9} +CODE_CLOSE `,
+	}
+	withLines := slices.Concat(textRecords[:4], []string{`^    0x1010 middle\.src:20$`, `^    0x1020 middle\.src:21$`, `^    0x1030 middle\.src:22$`}, textRecords[4:])
+	jsonStage := func(name string, on bool) string {
+		return fmt.Sprintf(`{"type":"JITPROF_STAGE","name":%q,"accounting":%v}`, name, on)
+	}
+	jsonMiddle := `{"type":"JITPROF_INLINE","time":3000000001,"code_index":1,"code_addr":4112,"code_size":48,"method_id":2,"parent_id":1,"root_id":1,"name":"spin_middle","file":"middle.src","nr_entry":3}`
+	jsonInner := `{"type":"JITPROF_INLINE","time":3000000002,"code_index":1,"code_addr":4128,"code_size":16,"method_id":3,"parent_id":2,"root_id":1,"name":"spin_inner","file":"","nr_entry":0}`
+	jsonRecords := []string{jsonStage("init", true), jsonMiddle, jsonInner, jsonStage("init", false), jsonStage("work", false), jsonStage("work", true), jsonStage("", true)}
+	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		path := jitprofRecordsDump(t, order)
+		for _, tc := range []struct {
+			name string
+			args []string
+			json bool     // want holds JSON objects, else regular expressions
+			want []string // for every line, or for JITPROF_* objects
+		}{
+			{"text", []string{"dump", path}, false, textRecords},
+			{"text with lines", []string{"dump", "--lines", path}, false, withLines},
+			{"json", []string{"dump", "--json", path}, true, jsonRecords},
+			{"json with lines", []string{"dump", "--json", "--lines", path}, true, slices.Concat(jsonRecords[:1],
+				[]string{strings.Replace(jsonMiddle, `"nr_entry":3`, `"nr_entry":3,"entries":[{"addr":4112,"file":"middle.src","line":20},{"addr":4128,"file":"middle.src","line":21},{"addr":4144,"file":"middle.src","line":22}]`, 1)},
+				jsonRecords[2:])},
+			{"stats", []string{"dump", "--stats", path}, false, []string{`records +1 CODE_LOAD, 0 CODE_MOVE, 0 DEBUG_INFO, 1 CODE_CLOSE, 0 UNWINDING_INFO, 2 JITPROF_INLINE, 5 JITPROF_STAGE, 0 unknown, 0 invalid$`}},
+			{"stats json", []string{"dump", "--stats", "--json", path}, true, []string{`{"records":{"code_load":1,"close":1,"jitprof_inline":2,"jitprof_stage":5,"unknown":0,"invalid":0}}`}},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", order, tc.name), func(t *testing.T) {
+				code, out := jitprof(t, tc.args...)
+				if code != 0 {
+					t.Fatalf("exit %d:\n%s", code, out)
+				}
+				lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+				switch {
+				case tc.json:
+					var got []string
+					for _, l := range lines {
+						if strings.Contains(l, `"type":"JITPROF_`) || strings.Contains(l, `"records":`) {
+							got = append(got, l)
+						}
+					}
+					if len(got) != len(tc.want) {
+						t.Fatalf("%d objects, want %d:\n%s", len(got), len(tc.want), out)
+					}
+					for i, w := range tc.want {
+						if err := containsJSON(got[i], w); err != nil {
+							t.Errorf("object %d: %v\n%s", i, err, got[i])
+						}
+					}
+				case strings.Contains(tc.name, "stats"):
+					if !slices.ContainsFunc(lines, regexp.MustCompile(tc.want[0]).MatchString) {
+						t.Errorf("no line matches %s:\n%s", tc.want[0], out)
+					}
+				default:
+					if len(lines) != len(tc.want) {
+						t.Fatalf("%d lines, want %d:\n%s", len(lines), len(tc.want), out)
+					}
+					for i, w := range tc.want {
+						if !regexp.MustCompile(w).MatchString(lines[i]) {
+							t.Errorf("line %d: %q does not match %s", i, lines[i], w)
+						}
+					}
+				}
+			})
+		}
+		// The same counts by a reader that shares no code with dump.
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := statsOf(t, path)["records"].(map[string]any), independentStats(data)["records"].(map[string]any)
+		for key, w := range want {
+			if got[key] != w {
+				t.Errorf("%s: records.%s = %v, independent reader says %v", order, key, got[key], w)
+			}
+		}
+	}
+}
+
+// containsJSON tells why the JSON object got lacks a field of want, or has
+// it with another value, comparing nested objects field by field too.
+func containsJSON(got, want string) error {
+	var g, w map[string]any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		return fmt.Errorf("the test's own %s: %v", want, err)
+	}
+	return containsFields("", g, w)
+}
+
+func containsFields(prefix string, got, want map[string]any) error {
+	for key, wv := range want {
+		gv, ok := got[key]
+		if !ok {
+			return fmt.Errorf("no field %s%s", prefix, key)
+		}
+		if wm, ok := wv.(map[string]any); ok {
+			gm, ok := gv.(map[string]any)
+			if !ok {
+				return fmt.Errorf("%s%s is %v, not an object", prefix, key, gv)
+			}
+			if err := containsFields(prefix+key+".", gm, wm); err != nil {
+				return err
+			}
+			continue
+		}
+		if fmt.Sprint(gv) != fmt.Sprint(wv) {
+			return fmt.Errorf("%s%s = %v, want %v", prefix, key, gv, wv)
+		}
+	}
+	return nil
 }
 
 // Hundreds of damaged copies of a real dump: every command exits 0, 1 or 2

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -51,6 +54,7 @@ func TestRecordArgs(t *testing.T) {
 		{"bad event", []string{"record", "-o", out, "-e", "no-such-event", "--", "true"}, 2, `event "no-such-event"`},
 		{"bad modifier", []string{"record", "-o", out, "-e", "cpu-clock:k", "--", "true"}, 2, "only u"},
 		{"missing command", []string{"record", "-o", out, "--", "no-such-command-jitprof"}, 1, "executable file not found"},
+		{"ring not a power of two", []string{"record", "-o", out, "-m", "100", "--", "true"}, 1, "not a power of two"},
 		{"pid gone", []string{"record", "-o", out, "-p", "1073741824"}, 1, "no such process"},
 		{"command's status", []string{"record", "-q", "-o", out, "--", "sh", "-c", "exit 3"}, 3, "exited with status 3"},
 	} {
@@ -77,6 +81,65 @@ func TestRecordThenReport(t *testing.T) {
 	code, text := jitprof(t, "report", "-i", data, "-q", "-g")
 	if code != 0 || !strings.Contains(text, "JS:") {
 		t.Errorf("report (exit %d) has no JavaScript function:\n%.2000s", code, text)
+	}
+}
+
+// TestRecordAgents: jitprof record sets JAVA_TOOL_OPTIONS and
+// INTEL_JIT_PROFILER64 to its own agents, so Java's compiled methods and
+// PHP's JIT traces are named with no flag given to either runtime's
+// profiling. (PHP's opcache calls the Intel API only with jit_debug=128,
+// which is an ini setting, not an environment variable.)
+func TestRecordAgents(t *testing.T) {
+	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+	for _, tc := range []struct {
+		name    string
+		hz      string // PHP's workload is short: sampled faster
+		minOwn  int
+		argv    []string
+		jitName *regexp.Regexp // the program's own jitted functions
+	}{
+		{"java", "2000", 100, []string{"java", fixtures.Workload(t, "Work.java"), "2000"}, regexp.MustCompile(`^Work\.fib`)},
+		{"php", "20000", 50, []string{"php8.2", "-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing",
+			"-d", "opcache.jit_debug=128", fixtures.Workload(t, "fib_mandel.php")}, regexp.MustCompile(`\$(fib|mandel)\$`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.argv[0]); err != nil {
+				t.Skipf("%s is not installed", tc.argv[0])
+			}
+			data := filepath.Join(t.TempDir(), "perf.data")
+			code, _, stderr := jitprofMsg(t, append([]string{"record", "-F", tc.hz, "-o", data, "--"}, tc.argv...)...)
+			if code != 0 || strings.Contains(stderr, "not set") {
+				t.Fatalf("record: exit %d:\n%s", code, stderr)
+			}
+			code, out := jitprof(t, "report", "-i", data, "-q", "--format", "json", "--sort", "module,symbol")
+			if code != 0 {
+				t.Fatalf("report: exit %d:\n%s", code, out)
+			}
+			var r struct {
+				Samples int
+				Entries []struct {
+					Module, Symbol string
+					Samples        int
+				}
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			jitted, own := 0, 0
+			for _, e := range r.Entries {
+				if !strings.HasPrefix(e.Module, "jit-") {
+					continue
+				}
+				jitted += e.Samples
+				if tc.jitName.MatchString(e.Symbol) {
+					own += e.Samples
+				}
+			}
+			t.Logf("%d samples, %d in jitted code, %d on the program's own functions", r.Samples, jitted, own)
+			if own < tc.minOwn || 4*own < 3*jitted {
+				t.Errorf("%d of %d jitted samples (of %d) on functions matching %v", own, jitted, r.Samples, tc.jitName)
+			}
+		})
 	}
 }
 

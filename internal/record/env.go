@@ -1,7 +1,10 @@
 package record
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/jitprof/jitprof/agents"
 )
 
 // runtimeVar is an environment variable that makes a JIT runtime describe
@@ -17,15 +20,27 @@ type runtimeVar struct {
 	// that the user's +JPperf map stays); dumpDir is where runtimes that
 	// take a directory should write.
 	value func(dumpDir string) ([]string, error)
+	// optional variables are left out, with a note, when value fails: a
+	// jitprof built without its agents still records everything else.
+	optional bool
 }
 
 func constant(v ...string) func(string) ([]string, error) {
 	return func(string) ([]string, error) { return v, nil }
 }
 
-// runtimeVars are set for a recorded command. A runtime whose agent is a
-// library (the JVM's JVMTI, Intel's JIT API) gets one more entry here,
-// with a value that returns the library's path.
+// agentPath returns the path of one of jitprof's agents, prefixed.
+func agentPath(k agents.Kind, prefix string) func(string) ([]string, error) {
+	return func(string) ([]string, error) {
+		path, err := agents.Library(k)
+		if err != nil {
+			return nil, err
+		}
+		return []string{prefix + path}, nil
+	}
+}
+
+// runtimeVars are set for a recorded command.
 var runtimeVars = []runtimeVar{
 	// V8 takes these flags from NODE_OPTIONS too; the dump goes to the
 	// working directory. Interpreted functions otherwise all run in one
@@ -41,14 +56,24 @@ var runtimeVars = []runtimeVar{
 	// LLVM's and perf's JVMTI agent's dumps go under
 	// $JITDUMPDIR/.debug/jit/.
 	{name: "JITDUMPDIR", value: func(dir string) ([]string, error) { return []string{dir}, nil }},
+	// Java: jitprof's JVMTI agent, writing to $JITDUMPDIR.
+	{name: "JAVA_TOOL_OPTIONS", sep: " ", value: agentPath(agents.JVMTI, "-agentpath:"), optional: true},
+	// Runtimes that call Intel's JIT Profiling API (PHP's opcache with
+	// opcache.jit_debug=128, LLVM, wasmtime) load this collector, which
+	// writes to $JITDUMPDIR.
+	{name: "INTEL_JIT_PROFILER64", value: agentPath(agents.IttJIT, ""), optional: true},
 }
 
 // runtimeEnv returns env with the runtime variables added: a list the user
 // set is extended, a single value the user set is kept.
-func runtimeEnv(env []string, dumpDir string) ([]string, error) {
+func runtimeEnv(env []string, dumpDir string, note func(string)) ([]string, error) {
 	env = append([]string(nil), env...)
 	for _, v := range runtimeVars {
 		vals, err := v.value(dumpDir)
+		if err != nil && v.optional {
+			note(fmt.Sprintf("%s not set: %v", v.name, err))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

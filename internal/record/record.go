@@ -130,13 +130,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Pages == 0 {
 		o.Pages = defaultPages
 	}
-	if o.Pages&(o.Pages-1) != 0 {
+	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
 		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
 	}
-	note := o.Note
-	if note == nil {
-		note = func(string) {}
+	if o.Note == nil {
+		o.Note = func(string) {}
 	}
+	note := o.Note
 	ev := Event{}
 	if o.Event != nil {
 		ev = *o.Event
@@ -243,7 +243,7 @@ func (s *session) start() error {
 		if err != nil {
 			return err
 		}
-		if env, err = runtimeEnv(env, filepath.Dir(out)); err != nil {
+		if env, err = runtimeEnv(env, filepath.Dir(out), o.Note); err != nil {
 			return err
 		}
 	}

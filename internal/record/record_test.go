@@ -320,6 +320,15 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			}
 			return []string{lookPath(t, "erl"), "-noshell", "-boot", "no_dot_erlang", "-pa", dir, "-s", "w", "main"}
 		}},
+		// lli's only jitdump-writing JIT is MCJIT, which is no profiling
+		// flag; its dump goes under $JITDUMPDIR, the output's directory.
+		{"llvm", 4000, func(t *testing.T, dir string) []string {
+			ll := filepath.Join(dir, "fib_sq.ll")
+			if out, err := exec.Command(lookPath(t, "clang-14"), "-g", "-S", "-emit-llvm", "-o", ll, fixtures.Workload(t, "fib_sq.c")).CombinedOutput(); err != nil {
+				t.Fatalf("clang: %v\n%s", err, out)
+			}
+			return []string{lookPath(t, "lli-14"), "--jit-kind=mcjit", ll}
+		}},
 		// CPython's jitted code is trampolines of a few instructions.
 		{"python", 50000, func(t *testing.T, dir string) []string {
 			return []string{fixtures.Python313(t), fixtures.Workload(t, "fib_sq.py")}
@@ -339,6 +348,9 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			ar := analyzeRecording(t, data)
 			jitted := map[string]bool{}
 			for _, m := range ar.Space.Dumps() {
+				if tc.name == "llvm" && !strings.HasPrefix(m.Dump.Path, filepath.Join(dir, ".debug", "jit")+"/") {
+					t.Errorf("dump %s is not under JITDUMPDIR=%s", m.Dump.Path, dir)
+				}
 				for _, fn := range m.Dump.Functions {
 					jitted[fn.Name] = true
 				}
@@ -481,6 +493,24 @@ func TestAllCPUs(t *testing.T) {
 	t.Logf("%d of %d samples in the busy loop, named %q", samples, res.Samples, comm)
 	if samples < 100 || comm != "sh" {
 		t.Errorf("the busy loop: %d samples, synthesized name %q", samples, comm)
+	}
+}
+
+// TestInterrupt: Ctrl-C (ctx done) ends the recording of a command that
+// would run forever with a complete file, and ends the command.
+func TestInterrupt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "perf.data")
+	res, err := Run(ctx, Options{Output: out, Freq: 999, Command: []string{"sh", "-c", "while :; do :; done"}, Stdout: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Samples == 0 || res.ExitCode != -1 {
+		t.Errorf("%d samples, exit code %d: want samples, and the command ended by a signal", res.Samples, res.ExitCode)
+	}
+	if _, total := fixtures.SymbolCounts(t, out, "-g", "none"); uint64(total) != res.Samples {
+		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
 	}
 }
 

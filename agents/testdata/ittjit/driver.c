@@ -10,6 +10,9 @@
  *                       iJIT_GetNewMethodID
  *   driver full BYTES   the dump may not grow past BYTES (RLIMIT_FSIZE)
  *   driver bench N L    times N loads of 64-byte methods with L lines each
+ *   driver inline MS    (x86-64) a busy loop in code it wrote itself, loaded
+ *                       with a line table and two nested inline records
+ *                       around the loop, run for MS ms of CPU
  *
  * It prints "base ADDR" (the code buffer; addresses in the test are offsets
  * from it), "rc NAME VALUE" for return values and "ns_per_event NS".
@@ -253,12 +256,84 @@ static void full(long bytes)
 	rc("active", is_active());
 }
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+#if defined(__x86_64__)
+/* spin(n) returns n + (n-1) + ... + 1. Its layout, by offset, with the
+ * lines the tables below give (Intel's tables: each entry's line covers the
+ * code up to its offset, from the method's or inline's start):
+ *
+ *   0x00 ..0x10  Spinner::spin, line 10    mov rax, rdi; xor edx, edx
+ *   0x10 ..0x20    spin_middle, line 20    nops          (spin line 11)
+ *   0x20 ..0x28      spin_inner, line 30   the loop      (middle line 21)
+ *   0x28 ..0x30      spin_inner, line 31   nops
+ *   0x30 ..0x40    spin_middle, line 22    nops
+ *   0x40 ..0x50  Spinner::spin, line 12    mov rax, rdx; ret
+ *
+ * so nearly all its time is spent three frames deep. */
+static const unsigned char spin_code[0x50] = {
+	[0x00] = 0x48, 0x89, 0xf8,	   /* mov rax, rdi */
+	[0x03] = 0x31, 0xd2,		   /* xor edx, edx */
+	[0x05 ... 0x1f] = 0x90,		   /* nop */
+	[0x20] = 0x48, 0x01, 0xc2,	   /* loop: add rdx, rax */
+	[0x23] = 0x48, 0xff, 0xc8,	   /* dec rax */
+	[0x26] = 0x75, 0xf8,		   /* jnz loop */
+	[0x28 ... 0x3f] = 0x90,		   /* nop */
+	[0x40] = 0x48, 0x89, 0xd0,	   /* mov rax, rdx */
+	[0x43] = 0xc3,			   /* ret */
+	[0x44 ... 0x4f] = 0xcc,		   /* int3 */
+};
+
+static void inline_spin(long ms)
+{
+	rc("initialize", initialize());
+	size_t page = 4096;
+	base = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED) {
+		perror("driver: mmap");
+		exit(2);
+	}
+	memcpy(base, spin_code, sizeof spin_code);
+	if (mprotect(base, page, PROT_READ | PROT_EXEC)) {
+		perror("driver: mprotect");
+		exit(2);
+	}
+	printf("base %p\n", (void *)base);
+
+	unsigned int spin = new_id(), middle = new_id(), inner = new_id();
+	LineNumberInfo spin_lines[] = {{0x10, 10}, {0x40, 11}, {0x50, 12}};
+	iJIT_Method_Load m = v1(spin, "spin", "Spinner", "spin.src", 0, sizeof spin_code, spin_lines, 3);
+	rc("spin", notify(iJVM_EVENT_TYPE_METHOD_LOAD_FINISHED, &m));
+	LineNumberInfo middle_lines[] = {{0x10, 20}, {0x20, 21}, {0x30, 22}};
+	iJIT_Method_Inline_Load in_middle = inl(middle, spin, "spin_middle", "middle.src", 0x10, 0x30, middle_lines, 3);
+	rc("inline_middle", notify(iJVM_EVENT_TYPE_METHOD_INLINE_LOAD_FINISHED, &in_middle));
+	LineNumberInfo inner_lines[] = {{0x08, 30}, {0x10, 31}};
+	iJIT_Method_Inline_Load in_inner = inl(inner, middle, "spin_inner", "inner.src", 0x20, 0x10, inner_lines, 2);
+	rc("inline_inner", notify(iJVM_EVENT_TYPE_METHOD_INLINE_LOAD_FINISHED, &in_inner));
+
+	uint64_t (*fn)(uint64_t) = (uint64_t (*)(uint64_t))(void *)base;
+	const uint64_t n = 1000000;
+	uint64_t start = clock_ns(CLOCK_PROCESS_CPUTIME_ID), calls = 0;
+	unsigned int ok = 1;
+	do {
+		ok &= fn(n) == n * (n + 1) / 2;
+		calls++;
+	} while (clock_ns(CLOCK_PROCESS_CPUTIME_ID) - start < (uint64_t)ms * 1000000u);
+	rc("spin_result", ok);
+	printf("calls %llu\n", (unsigned long long)calls);
+	rc("shutdown", notify(iJVM_EVENT_TYPE_SHUTDOWN, NULL));
+}
+#endif
 
 static void bench(int n, unsigned int n_lines)
 {
@@ -287,8 +362,12 @@ int main(int argc, char **argv)
 		full(atol(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "bench"))
 		bench(atoi(argv[2]), (unsigned int)atoi(argv[3]));
+#if defined(__x86_64__)
+	else if (argc == 3 && !strcmp(argv[1], "inline"))
+		inline_spin(atol(argv[2]));
+#endif
 	else {
-		fprintf(stderr, "usage: driver all | threads T K | full BYTES | bench N LINES\n");
+		fprintf(stderr, "usage: driver all | threads T K | full BYTES | bench N LINES | inline MS\n");
 		return 2;
 	}
 	return 0;
