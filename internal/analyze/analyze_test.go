@@ -1,36 +1,16 @@
 package analyze_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/analyze"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
-
-// selfCounts is the profile's sample count per leaf symbol, unresolved
-// addresses together as "[unknown]". So are the vDSO's: perf report reads
-// the vDSO from its build-id cache, which fixtures.Perf keeps it from using,
-// so it leaves them unnamed where jitprof names them; that is no
-// disagreement about attribution.
-func selfCounts(p *profile.Profile) map[string]int {
-	counts := map[string]int{}
-	for _, s := range p.Sample {
-		name := "[unknown]"
-		if l := s.Location[0]; len(l.Line) > 0 && (l.Mapping == nil || l.Mapping.File != "[vdso]") {
-			name = l.Line[0].Function.Name
-		}
-		counts[name] += int(s.Value[0])
-	}
-	return counts
-}
 
 // perfSelfCounts is perf report's count per symbol after perf inject, with
 // the addresses it could not name (it lists each) together as "[unknown]".
@@ -74,7 +54,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 				rec := fixtures.Record(t, rt, perfArgs...)
 				want, total := perfSelfCounts(t, rec)
 				res := run(t, analyze.Options{Input: rec.PerfData})
-				got := selfCounts(res.Profile)
+				got := fixtures.LeafCounts(res.Profile)
 				d := fixtures.Differ(want, got)
 				t.Logf("%d samples (jitprof %d), %d in jitted code, %d attributed differently", total, res.Kept, res.Jitted, d)
 				if res.Kept != total {
@@ -103,68 +83,14 @@ func TestSameAttributionAsPerf(t *testing.T) {
 	}
 }
 
-// truth is what examples/minijit says it ran.
-type truth struct {
-	Functions map[string]struct {
-		CPUNanos int64 `json:"cpu_ns"`
-	} `json:"functions"`
-	Phases []struct {
-		Name      string `json:"name"`
-		Functions []struct {
-			Name string `json:"name"`
-			Addr uint64 `json:"addr"`
-		} `json:"functions"`
-	} `json:"phases"`
-}
-
 // TestGroundTruth runs a JIT that moves a function and gives one address to
 // three functions in turn: each function's share of the samples is its
 // share of the CPU time the program measured, within sampling noise.
 func TestGroundTruth(t *testing.T) {
 	data, out := fixtures.RecordTestJIT(t, 4000, "2s")
-	var tr truth
-	if err := json.Unmarshal(out, &tr); err != nil {
-		t.Fatalf("minijit's report: %v\n%s", err, out)
-	}
-	shared := map[uint64]map[string]bool{}
-	for _, ph := range tr.Phases {
-		for _, fn := range ph.Functions {
-			if shared[fn.Addr] == nil {
-				shared[fn.Addr] = map[string]bool{}
-			}
-			shared[fn.Addr][fn.Name] = true
-		}
-	}
-	three := false
-	for _, names := range shared {
-		three = three || len(names) >= 3
-	}
-	if !three {
-		t.Fatalf("minijit gave no address to three functions: %v", shared)
-	}
-
+	tr := fixtures.ParseJITTruth(t, out)
 	res := run(t, analyze.Options{Input: data})
-	got := selfCounts(res.Profile)
-	var jitted int
-	var cpu int64
-	for name, w := range tr.Functions {
-		jitted += got[name]
-		cpu += w.CPUNanos
-	}
-	if jitted < 1000 {
-		t.Fatalf("only %d samples in jitted code: %v", jitted, got)
-	}
-	for name, w := range tr.Functions {
-		want := float64(w.CPUNanos) / float64(cpu)
-		share := float64(got[name]) / float64(jitted)
-		// Five standard deviations of a binomial share, and a point for
-		// the calls' overhead outside the jitted loop.
-		tol := 5*math.Sqrt(want*(1-want)/float64(jitted)) + 0.01
-		t.Logf("%s: %d samples, %.3f of jitted samples; CPU time says %.3f (±%.3f)", name, got[name], share, want, tol)
-		if math.Abs(share-want) > tol {
-			t.Errorf("%s has %.3f of the samples, but ran %.3f of the time", name, share, want)
-		}
-	}
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(res.Profile))
 }
 
 // TestPerfMapAgainstPerf: a runtime that writes only a perf map (node
@@ -189,7 +115,7 @@ func TestPerfMapAgainstPerf(t *testing.T) {
 	}
 
 	res := run(t, analyze.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
-	got := selfCounts(res.Profile)
+	got := fixtures.LeafCounts(res.Profile)
 	named := 0
 	for _, s := range res.Profile.Sample {
 		if l := s.Location[0]; len(l.Line) > 0 && l.Mapping != nil && strings.HasSuffix(l.Mapping.File, name) {

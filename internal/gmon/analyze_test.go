@@ -124,7 +124,7 @@ func TestGprofGroundTruth(t *testing.T) {
 	for name, pct := range got {
 		counts[name] = pct / 100 * float64(res.Kept)
 	}
-	tr.CheckShares(t, counts)
+	fixtures.CheckShares(t, tr, "gprof", counts)
 
 	// Each incarnation its own symbol, at its own address: the truth's
 	// code indexes of the functions that shared an address are all there,

@@ -3,7 +3,6 @@ package record
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/analyze"
@@ -196,13 +194,6 @@ func TestThreads(t *testing.T) {
 	}
 }
 
-// truth is what the test JIT says it ran: each function's CPU time.
-type truth struct {
-	Functions map[string]struct {
-		CPUNanos int64 `json:"cpu_ns"`
-	} `json:"functions"`
-}
-
 // TestTestJIT records the test JIT, which moves a function and gives one
 // address to three functions in turn: perf report reads every sample, and
 // after perf inject --jit, perf report and jitprof report give each function
@@ -215,47 +206,19 @@ func TestTestJIT(t *testing.T) {
 	res, data := record(t, Options{Freq: hz, Output: filepath.Join(dir, "perf.data"), Stdout: &out,
 		Command: []string{bin, "-dir", dir, "-duration", "2s"}})
 	checkRate(t, res, hz)
-	var tr truth
-	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
-		t.Fatalf("the test JIT's report: %v\n%s", err, out.Bytes())
-	}
+	tr := fixtures.ParseJITTruth(t, out.Bytes())
 
 	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
 		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
 	}
 	injected, _ := fixtures.SymbolCounts(t, fixtures.Inject(t, fixtures.Recording{PerfData: data}), "-g", "none")
-	checkShares(t, "perf inject + perf report", tr, injected)
+	fixtures.CheckShares(t, tr, "perf inject + perf report", injected)
 
 	ar := analyzeRecording(t, data)
 	if ar.Kept != int(res.Samples) {
 		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
 	}
-	checkShares(t, "jitprof report", tr, leafCounts(ar.Profile))
-}
-
-// checkShares: each jitted function's share of the samples in jitted code
-// is its share of the CPU time, within five standard deviations of a
-// binomial share and a point for the calls' overhead outside the loops.
-func checkShares(t *testing.T, who string, tr truth, got map[string]int) {
-	t.Helper()
-	var jitted int
-	var cpu int64
-	for name, w := range tr.Functions {
-		jitted += got[name]
-		cpu += w.CPUNanos
-	}
-	if jitted < 1000 {
-		t.Fatalf("%s: only %d samples in jitted code: %v", who, jitted, got)
-	}
-	for name, w := range tr.Functions {
-		want := float64(w.CPUNanos) / float64(cpu)
-		share := float64(got[name]) / float64(jitted)
-		tol := 5*math.Sqrt(want*(1-want)/float64(jitted)) + 0.01
-		t.Logf("%s: %s: %d samples, %.3f of jitted samples; CPU time says %.3f (±%.3f)", who, name, got[name], share, want, tol)
-		if math.Abs(share-want) > tol {
-			t.Errorf("%s: %s has %.3f of the samples, but ran %.3f of the time", who, name, share, want)
-		}
-	}
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile))
 }
 
 // analyzeRecording is what jitprof report makes of a recording.
@@ -268,17 +231,6 @@ func analyzeRecording(t *testing.T, data string) *analyze.Result {
 		t.Fatal(err)
 	}
 	return res
-}
-
-// leafCounts is a profile's sample count per leaf function.
-func leafCounts(p *profile.Profile) map[string]int {
-	counts := map[string]int{}
-	for _, s := range p.Sample {
-		if l := s.Location[0]; len(l.Line) > 0 {
-			counts[l.Line[0].Function.Name] += int(s.Value[0])
-		}
-	}
-	return counts
 }
 
 // removeDumps removes the dumps and perf maps a recording's processes wrote
@@ -356,7 +308,7 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 				}
 			}
 			named := 0
-			for name, n := range leafCounts(ar.Profile) {
+			for name, n := range fixtures.LeafCounts(ar.Profile) {
 				if jitted[name] {
 					named += n
 				}
@@ -421,7 +373,7 @@ func TestAttachNode(t *testing.T) {
 			if res.Samples < 100 {
 				t.Errorf("%d samples in a second of a busy node", res.Samples)
 			}
-			got := leafCounts(analyzeRecording(t, data).Profile)
+			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
 			js, builtins := 0, 0
 			for name, n := range got {
 				switch {
