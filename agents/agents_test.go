@@ -245,3 +245,28 @@ func TestLibrary(t *testing.T) {
 		f.Close()
 	}
 }
+
+// A cProgram is a C test driver, compiled once per test binary beside the
+// agents, warnings as errors.
+type cProgram struct {
+	name string
+	args []string // include directories, sources, libraries
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+func (p *cProgram) build(t testing.TB) string {
+	t.Helper()
+	dir := buildAgents(t)
+	p.once.Do(func() {
+		p.path = filepath.Join(dir, p.name)
+		args := append([]string{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", p.path}, p.args...)
+		p.out, p.err = exec.Command("cc", args...).CombinedOutput()
+	})
+	if p.err != nil {
+		t.Fatalf("compiling %s: %v\n%s", p.name, p.err, p.out)
+	}
+	return p.path
+}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/analyze"
@@ -23,28 +22,10 @@ import (
 // Intel's stub does and sends the events; the Go reader and checker read
 // what it wrote and compare it with what was sent.
 
-var ittDriver struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
+var ittjitProgram = cProgram{name: "ittjit_driver", args: []string{"-Iittjit", "testdata/ittjit/driver.c", "-ldl"}}
 
-// ittjitDriver compiles the driver once, warnings as errors.
-func ittjitDriver(t testing.TB) string {
-	t.Helper()
-	dir := buildAgents(t)
-	ittDriver.once.Do(func() {
-		ittDriver.path = filepath.Join(dir, "ittjit_driver")
-		cmd := exec.Command("cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-Iittjit",
-			"-o", ittDriver.path, "testdata/ittjit/driver.c", "-ldl")
-		ittDriver.out, ittDriver.err = cmd.CombinedOutput()
-	})
-	if ittDriver.err != nil {
-		t.Fatalf("compiling the collector's driver: %v\n%s", ittDriver.err, ittDriver.out)
-	}
-	return ittDriver.path
-}
+// ittjitDriver compiles the driver once and returns its path.
+func ittjitDriver(t testing.TB) string { return ittjitProgram.build(t) }
 
 // ittjitRun is what one run of the driver said.
 type ittjitRun struct {

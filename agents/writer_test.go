@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -23,29 +22,11 @@ import (
 // The C writer is tested through testdata/writer_driver.c, which makes
 // every call; the Go reader and checker read what it wrote.
 
-var driver struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
+var writerProgram = cProgram{name: "writer_driver", args: []string{"-Ijitdump", "testdata/writer_driver.c", "jitdump/jitdump_writer.c"}}
 
-// writerDriver compiles the driver against the writer once, warnings as
-// errors, and returns its path.
-func writerDriver(t testing.TB) string {
-	t.Helper()
-	dir := buildAgents(t)
-	driver.once.Do(func() {
-		driver.path = filepath.Join(dir, "writer_driver")
-		cmd := exec.Command("cc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-Ijitdump",
-			"-o", driver.path, "testdata/writer_driver.c", "jitdump/jitdump_writer.c")
-		driver.out, driver.err = cmd.CombinedOutput()
-	})
-	if driver.err != nil {
-		t.Fatalf("compiling the writer's driver: %v\n%s", driver.err, driver.out)
-	}
-	return driver.path
-}
+// writerDriver compiles the driver against the writer once and returns its
+// path.
+func writerDriver(t testing.TB) string { return writerProgram.build(t) }
 
 type driverRun struct {
 	out    map[string][]string // first word of each stdout line -> the rest of each
