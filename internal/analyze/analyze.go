@@ -178,8 +178,23 @@ type pcKey struct {
 }
 
 type cached struct {
+	key         pcKey
 	id          uint32
 	from, until uint64
+}
+
+// lookupSlots is the size of the lookup cache. It is direct-mapped, so its
+// memory is fixed (2.5 MB) however many addresses a recording has; a
+// collision only costs a symbolizer lookup.
+const lookupSlots = 1 << 16
+
+// slot returns where pk's answer is cached.
+func (pk pcKey) slot() int {
+	h := pk.pc ^ uint64(pk.pid)<<40
+	if pk.kernel {
+		h = ^h
+	}
+	return int((h * 0x9e3779b97f4a7c15) >> (64 - 16))
 }
 
 type aggregator struct {
@@ -194,7 +209,7 @@ type aggregator struct {
 	period      uint64 // the fixed period, 0 when sampled by frequency
 
 	locIDs  map[location]uint32
-	lookups map[pcKey]cached
+	lookups []cached // lookupSlots of them
 	frames  []symbolize.Frame
 	names   []string // demangled, by location id - 1
 	matches []bool   // by location id - 1: the name matches the symbol filter
@@ -218,7 +233,7 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		profileOnly: opts.ProfileOnly,
 		attrs:       make(map[*perfdata.Attr]bool),
 		locIDs:      make(map[location]uint32),
-		lookups:     make(map[pcKey]cached),
+		lookups:     make([]cached, lookupSlots),
 		commIDs:     make(map[string]uint32),
 		nodes:       []node{{}},
 		nodeIDs:     make(map[node]uint32),
@@ -391,12 +406,13 @@ func (a *aggregator) add(s *perfdata.Sample) {
 // locate returns the id of the location of pc.
 func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
 	pk := pcKey{pid, kernel, pc}
-	if c, ok := a.lookups[pk]; ok && c.from <= t && t < c.until {
+	c := &a.lookups[pk.slot()]
+	if c.key == pk && c.from <= t && t < c.until {
 		return c.id
 	}
 	fr := a.space.Lookup(pid, pc, t, kernel)
 	id := a.intern(fr)
-	a.lookups[pk] = cached{id, fr.From, fr.Until}
+	*c = cached{pk, id, fr.From, fr.Until}
 	return id
 }
 
