@@ -275,13 +275,19 @@ func checkSrclines(t *testing.T, truth *minijitReport, lines map[string]*lineTab
 	t.Helper()
 	checked, epilogue := 0, 0
 	text := strings.Split(string(script), "\n")
-	for i := 0; i+1 < len(text); i++ {
-		// " 8236.461194733:      7f6ce5e29012 jit:loop_a", then "  minijit.src:12"
-		when, ip, sym, ok := parseScriptSample(text[i])
+	for i, line := range text {
+		// " 8236.461194733:      7f6ce5e29012 jit:loop_a", then "  minijit.src:12",
+		// a line perf leaves out when it has none for the address.
+		when, ip, sym, ok := parseScriptSample(line)
 		if !ok || lines[sym] == nil {
 			continue
 		}
-		srcline := strings.TrimSpace(text[i+1])
+		srcline := "??:0"
+		if i+1 < len(text) {
+			if _, _, _, next := parseScriptSample(text[i+1]); !next && strings.TrimSpace(text[i+1]) != "" {
+				srcline = strings.TrimSpace(text[i+1])
+			}
+		}
 		checked++
 		_, start := truth.placed(when, ip)
 		switch {
