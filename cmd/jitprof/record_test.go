@@ -98,7 +98,7 @@ func TestRecordAgents(t *testing.T) {
 		argv    []string
 		jitName *regexp.Regexp // the program's own jitted functions
 	}{
-		{"java", "2000", 100, []string{"java", fixtures.Workload(t, "Work.java"), "2000"}, regexp.MustCompile(`^Work\.fib`)},
+		{"java", "2000", 100, []string{"java", fixtures.Workload(t, "Work.java"), "2000"}, regexp.MustCompile(`^Work\.`)},
 		{"php", "20000", 50, []string{"php8.2", "-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing",
 			"-d", "opcache.jit_debug=128", fixtures.Workload(t, "fib_mandel.php")}, regexp.MustCompile(`\$(fib|mandel)\$`)},
 	} {
