@@ -9,45 +9,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// built holds the agents `make agents` built once for all the package's
-// tests, in a directory TestMain removes.
-var built struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
-}
+	"github.com/jitprof/jitprof/internal/fixtures"
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	fixtures.RemoveAgents()
 	os.Exit(code)
-}
-
-// buildAgents runs `make agents BUILD=<dir>` in the module root, once, and
-// returns the directory.
-func buildAgents(t testing.TB) string {
-	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "jitprof-agents-"); built.err != nil {
-			return
-		}
-		cmd := exec.Command("make", "-C", "..", "--no-print-directory", "agents", "BUILD="+built.dir)
-		built.out, built.err = cmd.CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("make agents: %v\n%s", built.err, built.out)
-	}
-	return built.dir
 }
 
 // agentPath is the freshly built library of kind k.
 func agentPath(t testing.TB, k Kind) string {
-	return filepath.Join(buildAgents(t), k.FileName())
+	return filepath.Join(fixtures.Agents(t), k.FileName())
 }
 
 // TestLibrariesExportOnlyEntryPoints: the writer's symbols are hidden, so
@@ -259,7 +233,7 @@ type cProgram struct {
 
 func (p *cProgram) build(t testing.TB) string {
 	t.Helper()
-	dir := buildAgents(t)
+	dir := fixtures.Agents(t)
 	p.once.Do(func() {
 		p.path = filepath.Join(dir, p.name)
 		args := append([]string{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", p.path}, p.args...)

@@ -97,10 +97,7 @@ type wantInline struct {
 // passes the checker; perf inject --jit accepts it; bad input is dropped with
 // one line each, never a crash.
 func TestIttjitEvents(t *testing.T) {
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skipf("perf is not installed: %v", err)
-	}
+	perf := fixtures.LookPath(t, "perf")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	run := runIttjit(t, dir, []string{perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-o", data, "--"}, "all")
@@ -365,14 +362,8 @@ func TestIttjitDisabled(t *testing.T) {
 // inject accepts the recording, and jitprof's profile puts the jitted
 // samples on functions named after the PHP functions.
 func TestIttjitPHP(t *testing.T) {
-	php, err := exec.LookPath("php8.2")
-	if err != nil {
-		t.Skipf("php8.2 is not installed: %v", err)
-	}
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skipf("perf is not installed: %v", err)
-	}
+	php := fixtures.LookPath(t, "php8.2")
+	perf := fixtures.LookPath(t, "perf")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	out := runCommand(t, []string{"env", "JITDUMPDIR=" + dir, "INTEL_JIT_PROFILER64=" + agentPath(t, IttJIT),
@@ -429,10 +420,7 @@ func TestIttjitInlineProfile(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("the driver's loop is x86-64 code, not %s", runtime.GOARCH)
 	}
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skipf("perf is not installed: %v", err)
-	}
+	perf := fixtures.LookPath(t, "perf")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	run := runIttjit(t, dir, []string{perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "4000", "-o", data, "--"}, "inline", "500")

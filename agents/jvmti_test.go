@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,7 +87,7 @@ func compileJava(t testing.TB) (string, map[string]int) {
 	t.Helper()
 	javac := filepath.Join(jdkHome(t, "java17"), "bin", "javac")
 	work := fixtures.Workload(t, "Work.java")
-	dir := buildAgents(t)
+	dir := fixtures.Agents(t)
 	classes.once.Do(func() {
 		classes.dir = filepath.Join(dir, "classes")
 		classes.lines = map[string]int{}
@@ -197,7 +198,7 @@ func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[stri
 		}
 	}
 	t.Logf("%d compiled methods, %d with DEBUG_INFO; %d stubs", java, withLines, len(stubs))
-	if !containsString(stubs, "Interpreter") {
+	if !slices.Contains(stubs, "Interpreter") {
 		t.Errorf("no Interpreter among the stubs %v", stubs)
 	}
 	checkLinesUnlessNoTable(t, jdk, methods)
@@ -271,10 +272,7 @@ func TestJVMTIProfile(t *testing.T) {
 		p   javaProgram
 	}{{"java17", programs[0]}, {"java17", programs[1]}, {"temurin25", programs[1]}} {
 		t.Run(tt.jdk+"/"+tt.p.name, func(t *testing.T) {
-			perf, err := exec.LookPath("perf")
-			if err != nil {
-				t.Skipf("perf is not installed: %v", err)
-			}
+			perf := fixtures.LookPath(t, "perf")
 			dir := t.TempDir()
 			data := filepath.Join(dir, "perf.data")
 			runCommand(t, javaCommand(t, tt.jdk, tt.p, dir, perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "2000", "-o", data, "--"))

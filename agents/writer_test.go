@@ -11,12 +11,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
-	"golang.org/x/sys/unix"
 )
 
 // The C writer is tested through testdata/writer_driver.c, which makes
@@ -62,14 +63,6 @@ func runDriver(t *testing.T, env []string, args ...string) driverRun {
 	return r
 }
 
-func monotonicNow(t *testing.T) uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		t.Fatal(err)
-	}
-	return uint64(ts.Nano())
-}
-
 // readDump reads every record of a dump and checks it: no error findings,
 // and no warnings but those allowed.
 func readDump(t *testing.T, path string, allowed ...string) (jitdump.Header, []jitdump.Record) {
@@ -87,7 +80,7 @@ func readDump(t *testing.T, path string, allowed ...string) (jitdump.Header, []j
 		t.Fatalf("%s: %v", path, err)
 	}
 	for _, f := range findings {
-		if f.Severity == jitdump.Error || !containsString(allowed, f.Kind) {
+		if f.Severity == jitdump.Error || !slices.Contains(allowed, f.Kind) {
 			t.Errorf("%s: %v", path, f)
 		}
 	}
@@ -103,17 +96,6 @@ func readDump(t *testing.T, path string, allowed ...string) (jitdump.Header, []j
 	return r.Header(), recs
 }
 
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-var hostMach = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "386": elf.EM_386, "riscv64": elf.EM_RISCV}
-
 // TestWriterAllRecords: every call of the writer, from one and from many
 // threads at once, gives a dump the Go checker passes, with each function's
 // DEBUG_INFO, CODE_LOAD and extension record adjacent and intact.
@@ -122,9 +104,9 @@ func TestWriterAllRecords(t *testing.T) {
 		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
 			const loads = 300
 			dir := t.TempDir()
-			begin := monotonicNow(t)
+			begin := jitdump.Now()
 			run := runDriver(t, nil, "all", dir, strconv.Itoa(threads), strconv.Itoa(loads))
-			end := monotonicNow(t)
+			end := jitdump.Now()
 			if run.code != 0 || run.stderr != "" {
 				t.Fatalf("driver exit %d: %s", run.code, run.stderr)
 			}
@@ -145,7 +127,7 @@ func TestWriterAllRecords(t *testing.T) {
 			if h.Version != 1 || h.Size != 40 || h.Pid != uint32(pid) || h.Flags != 0 || h.ByteOrder != binary.LittleEndian && runtime.GOARCH != "s390x" {
 				t.Errorf("header %+v", h)
 			}
-			if want, ok := hostMach[runtime.GOARCH]; ok && elf.Machine(h.ElfMach) != want {
+			if want, _ := hostelf.Machine(); elf.Machine(h.ElfMach) != want {
 				t.Errorf("elf_mach %v, want %v", elf.Machine(h.ElfMach), want)
 			}
 			var last uint64

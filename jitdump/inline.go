@@ -73,10 +73,8 @@ func (r *InlineInfo) LineAt(addr uint64) (line uint32, ok bool) {
 	return line, ok
 }
 
+// decodeInlineInfo decodes a record that decode has checked holds its fixed fields.
 func decodeInlineInfo(h RecordHeader, b []byte, o binary.ByteOrder, invalid func(string, ...any) Record) Record {
-	if len(b) < inlineInfoFixed {
-		return invalid("total_size %d cannot hold its %d bytes of fixed fields", len(b), inlineInfoFixed)
-	}
 	rec := &InlineInfo{RecordHeader: h,
 		CodeIndex: o.Uint64(b[16:]), CodeAddr: o.Uint64(b[24:]), CodeSize: o.Uint64(b[32:]),
 		MethodID: o.Uint32(b[40:]), ParentID: o.Uint32(b[44:]), RootID: o.Uint32(b[48:]),

@@ -368,6 +368,9 @@ func (r *Reader) decode(off int64, b []byte) Record {
 		return decodeStageMark(h, b, o, invalid)
 
 	case TypeInlineInfo:
+		if len(b) < inlineInfoFixed {
+			return needs(inlineInfoFixed)
+		}
 		return decodeInlineInfo(h, b, o, invalid)
 	}
 	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}

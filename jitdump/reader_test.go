@@ -390,3 +390,33 @@ func TestLineBias(t *testing.T) {
 		t.Errorf("V8's load: bias %#x", b)
 	}
 }
+
+// TestReuseRecord: with ReuseRecord the reader hands back the record of the
+// same type it returned before, overwritten, and each reads as without it.
+func TestReuseRecord(t *testing.T) {
+	data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian, Pid: 1}, sample())
+	want, err := readBoth(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustReader(t, data)
+	r.ReuseRecord = true
+	got, err := readAll(t, r)
+	if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("with ReuseRecord: %v\n%s\nwant\n%s", err, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	r = mustReader(t, data)
+	r.ReuseRecord = true
+	var loads []*jitdump.CodeLoad
+	for rec, err := r.Next(); err == nil; rec, err = r.Next() {
+		if l, ok := rec.(*jitdump.CodeLoad); ok {
+			loads = append(loads, l)
+		}
+	}
+	if len(loads) < 2 {
+		t.Fatalf("%d CODE_LOADs read, want several", len(loads))
+	}
+	if loads[0] != loads[len(loads)-1] {
+		t.Errorf("CODE_LOADs read into %p and %p, want one record reused", loads[0], loads[len(loads)-1])
+	}
+}

@@ -78,6 +78,7 @@ func appendStageMark(b []byte, o binary.ByteOrder, r *StageMark) []byte {
 	return b
 }
 
+// decodeStageMark decodes a record that decode has checked holds its fixed fields.
 func decodeStageMark(h RecordHeader, b []byte, o binary.ByteOrder, invalid func(string, ...any) Record) Record {
 	flags := o.Uint32(b[RecordHeaderSize:])
 	rest := b[stageMarkFixed:]

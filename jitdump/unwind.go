@@ -3,6 +3,8 @@ package jitdump
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/jitprof/jitprof/internal/leb128"
 )
 
 // This file builds the .eh_frame and .eh_frame_hdr a JIT puts in an
@@ -54,28 +56,28 @@ func (p CFAProgram) AdvanceLoc(delta uint32) CFAProgram {
 
 // DefCFA says the CFA is register reg plus offset bytes.
 func (p CFAProgram) DefCFA(reg, offset uint64) CFAProgram {
-	return appendULEB(appendULEB(append(p, cfaDefCFA), reg), offset)
+	return leb128.AppendUnsigned(leb128.AppendUnsigned(append(p, cfaDefCFA), reg), offset)
 }
 
 // DefCFARegister keeps the CFA's offset and changes its register, as when a
 // prologue has set up the frame pointer.
 func (p CFAProgram) DefCFARegister(reg uint64) CFAProgram {
-	return appendULEB(append(p, cfaDefCFARegister), reg)
+	return leb128.AppendUnsigned(append(p, cfaDefCFARegister), reg)
 }
 
 // DefCFAOffset keeps the CFA's register and changes its offset, as when a
 // push has moved the stack pointer.
 func (p CFAProgram) DefCFAOffset(offset uint64) CFAProgram {
-	return appendULEB(append(p, cfaDefCFAOffset), offset)
+	return leb128.AppendUnsigned(append(p, cfaDefCFAOffset), offset)
 }
 
 // Offset says the caller's reg is saved at CFA + factored * the data
 // alignment factor (FrameInfo.DataAlign).
 func (p CFAProgram) Offset(reg, factored uint64) CFAProgram {
 	if reg < 1<<6 {
-		return appendULEB(append(p, cfaOffset|byte(reg)), factored)
+		return leb128.AppendUnsigned(append(p, cfaOffset|byte(reg)), factored)
 	}
-	return appendULEB(appendULEB(append(p, cfaOffsetExt), reg), factored)
+	return leb128.AppendUnsigned(leb128.AppendUnsigned(append(p, cfaOffsetExt), reg), factored)
 }
 
 // Restore gives reg back the rule it had at the function's entry, as after
@@ -84,7 +86,7 @@ func (p CFAProgram) Restore(reg uint64) CFAProgram {
 	if reg < 1<<6 {
 		return append(p, cfaRestore|byte(reg))
 	}
-	return appendULEB(append(p, cfaRestoreExt), reg)
+	return leb128.AppendUnsigned(append(p, cfaRestoreExt), reg)
 }
 
 // FrameInfo describes the frames of one function for UnwindingInfo: one CIE
@@ -126,7 +128,7 @@ func (fi *FrameInfo) UnwindingInfo(codeSize uint64) (*UnwindingInfo, error) {
 	// The pc-relative sdata4 pointers reach ±2 GiB; a function is far
 	// smaller, but say so rather than wrap.
 	if codeSize >= 1<<30 {
-		return nil, fmt.Errorf("jitdump: unwinding tables for %d bytes of code: at most 1 GiB", codeSize)
+		return nil, fmt.Errorf("jitdump: unwinding tables for %d bytes of code: the code must be under 1 GiB", codeSize)
 	}
 	if fi.CodeAlign == 0 {
 		return nil, fmt.Errorf("jitdump: FrameInfo.CodeAlign is 0")
@@ -139,8 +141,8 @@ func (fi *FrameInfo) UnwindingInfo(codeSize uint64) (*UnwindingInfo, error) {
 	// encoding: pc-relative sdata4, what perf and libunwind expect).
 	eh = ehEntry(eh, o, 0, func(b []byte) []byte {
 		b = append(b, 1, 'z', 'R', 0)
-		b = appendULEB(b, uint64(fi.CodeAlign))
-		b = appendSLEB(b, int64(fi.DataAlign))
+		b = leb128.AppendUnsigned(b, uint64(fi.CodeAlign))
+		b = leb128.AppendSigned(b, int64(fi.DataAlign))
 		b = append(b, fi.ReturnAddress)
 		b = append(b, 1, pePCRel|peSdata4) // augmentation data: its length, then the encoding
 		return append(b, fi.Initial...)
@@ -184,28 +186,6 @@ func ehEntry(b []byte, o byteOrder, id uint32, body func([]byte) []byte) []byte 
 type byteOrder interface {
 	binary.ByteOrder
 	binary.AppendByteOrder
-}
-
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func appendSLEB(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }
 
 func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }

@@ -1,19 +1,18 @@
 package jitdump
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
 	_ "unsafe" // for go:linkname
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +70,8 @@ func NewWriter(dst io.Writer, h Header) (*Writer, error) {
 		h.Version = Version
 	}
 	if h.ElfMach == 0 {
-		h.ElfMach = hostElfMach()
+		m, _ := hostelf.Machine()
+		h.ElfMach = uint32(m)
 	}
 	if h.Pid == 0 {
 		h.Pid = uint32(os.Getpid())
@@ -269,8 +269,3 @@ func Now() uint64 { return uint64(nanotime()) }
 //
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
-
-func hostElfMach() uint32 {
-	m := map[string]elf.Machine{"amd64": elf.EM_X86_64, "386": elf.EM_386, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM, "riscv64": elf.EM_RISCV, "ppc64le": elf.EM_PPC64, "s390x": elf.EM_S390, "loong64": elf.EM_LOONGARCH}
-	return uint32(m[runtime.GOARCH])
-}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jitprof/jitprof/internal/leb128"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -69,7 +70,6 @@ func (b *builder) buildDWARF(textStart, textSize uint64) bool {
 			b.appendSequence(rows, b.offs[i], uint64(len(fn.Code)))
 		}
 		clear(b.rows) // the pool must not keep the caller's strings
-
 	}
 	if len(b.prog) == 0 {
 		return false
@@ -105,18 +105,18 @@ func (b *builder) inside(rows []row, size int64) []row {
 func (b *builder) appendSequence(rows []row, addr, size uint64) {
 	t := &b.t
 	p := append(b.prog, 0)
-	p = appendULEB(p, uint64(1+t.addrSize()))
+	p = leb128.AppendUnsigned(p, uint64(1+t.addrSize()))
 	p = append(p, lneSetAddress)
 	cur := addr + uint64(rows[0].off)
 	p = t.appendAddr(p, cur)
 	file, line, col := uint32(1), int64(1), uint32(0) // the state a sequence starts in
 	for _, r := range rows {
 		if f := b.fileIndex(r.file); f != file {
-			p = appendULEB(append(p, lnsSetFile), uint64(f))
+			p = leb128.AppendUnsigned(append(p, lnsSetFile), uint64(f))
 			file = f
 		}
 		if r.col != col {
-			p = appendULEB(append(p, lnsSetColumn), uint64(r.col))
+			p = leb128.AppendUnsigned(append(p, lnsSetColumn), uint64(r.col))
 			col = r.col
 		}
 		a := addr + uint64(r.off)
@@ -125,17 +125,17 @@ func (b *builder) appendSequence(rows []row, addr, size uint64) {
 			p = append(p, byte(uint64(adj)+lineRange*dAddr+opcodeBase))
 		} else {
 			if dLine != 0 {
-				p = appendSLEB(append(p, lnsAdvanceLn), dLine)
+				p = leb128.AppendSigned(append(p, lnsAdvanceLn), dLine)
 			}
 			if dAddr != 0 {
-				p = appendULEB(append(p, lnsAdvancePC), dAddr)
+				p = leb128.AppendUnsigned(append(p, lnsAdvancePC), dAddr)
 			}
 			p = append(p, lnsCopy)
 		}
 		cur, line = a, int64(r.line)
 	}
 	if end := addr + size; end > cur {
-		p = appendULEB(append(p, lnsAdvancePC), end-cur)
+		p = leb128.AppendUnsigned(append(p, lnsAdvancePC), end-cur)
 	}
 	b.prog = append(p, 0, 1, lneEndSeq)
 }
@@ -195,7 +195,7 @@ func (b *builder) appendInfo(textStart, textSize uint64) {
 	d = o.AppendUint16(d, 4)
 	d = o.AppendUint32(d, 0) // abbreviations at 0
 	d = append(d, byte(t.addrSize()))
-	d = appendULEB(d, abbrevCU)
+	d = leb128.AppendUnsigned(d, abbrevCU)
 	d = append(append(d, producer...), 0)
 	d = append(append(d, b.fileNames[0]...), 0)
 	d = t.appendAddr(d, textStart)
@@ -203,7 +203,7 @@ func (b *builder) appendInfo(textStart, textSize uint64) {
 	d = o.AppendUint32(d, 0) // stmt_list
 	for i := range b.fns {
 		if size := uint64(len(b.fns[i].Code)); size > 0 {
-			d = appendULEB(d, abbrevSubprogram)
+			d = leb128.AppendUnsigned(d, abbrevSubprogram)
 			d = append(append(d, b.fns[i].Name...), 0)
 			d = t.appendAddr(d, b.offs[i])
 			d = t.appendAddr(d, b.offs[i]+size)
@@ -223,8 +223,8 @@ const (
 // which every DWARF version and reader takes.
 func (b *builder) appendAbbrev() {
 	a := b.abbrev[:0]
-	a = appendULEB(a, abbrevCU)
-	a = appendULEB(a, uint64(dwarf.TagCompileUnit))
+	a = leb128.AppendUnsigned(a, abbrevCU)
+	a = leb128.AppendUnsigned(a, uint64(dwarf.TagCompileUnit))
 	a = append(a, 1) // DW_CHILDREN_yes
 	for _, af := range [...][2]uint64{
 		{uint64(dwarf.AttrProducer), formString},
@@ -234,10 +234,10 @@ func (b *builder) appendAbbrev() {
 		{uint64(dwarf.AttrStmtList), formSecOffset},
 		{0, 0},
 	} {
-		a = appendULEB(appendULEB(a, af[0]), af[1])
+		a = leb128.AppendUnsigned(leb128.AppendUnsigned(a, af[0]), af[1])
 	}
-	a = appendULEB(a, abbrevSubprogram)
-	a = appendULEB(a, uint64(dwarf.TagSubprogram))
+	a = leb128.AppendUnsigned(a, abbrevSubprogram)
+	a = leb128.AppendUnsigned(a, uint64(dwarf.TagSubprogram))
 	a = append(a, 0) // DW_CHILDREN_no
 	for _, af := range [...][2]uint64{
 		{uint64(dwarf.AttrName), formString},
@@ -245,26 +245,7 @@ func (b *builder) appendAbbrev() {
 		{uint64(dwarf.AttrHighpc), formAddr},
 		{0, 0},
 	} {
-		a = appendULEB(appendULEB(a, af[0]), af[1])
+		a = leb128.AppendUnsigned(leb128.AppendUnsigned(a, af[0]), af[1])
 	}
 	b.abbrev = append(a, 0)
-}
-
-func appendULEB(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-func appendSLEB(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

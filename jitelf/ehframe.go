@@ -1,6 +1,7 @@
 package jitelf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 )
@@ -314,20 +315,10 @@ func (b *builder) layoutEH(ehStart uint64) {
 			o.PutUint64(ent[e.pcOff:], e.val)
 		}
 	}
-	less := func(x, y ehTableEntry) int { return cmpUint(x.loc, y.loc) }
+	less := func(x, y ehTableEntry) int { return cmp.Compare(x.loc, y.loc) }
 	if !slices.IsSortedFunc(b.ehTable, less) {
 		slices.SortStableFunc(b.ehTable, less)
 	}
-}
-
-func cmpUint(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // fits tells whether v can be stored as a pointer of encoding enc. A

@@ -69,6 +69,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -194,39 +195,12 @@ var machines = map[elf.Machine]machineInfo{
 	elf.EM_SPARCV9:   {elf.ELFCLASS64, true},
 }
 
-// hostMachine is the machine and class Go was built for.
-func hostMachine() (elf.Machine, elf.Class) {
-	switch runtime.GOARCH {
-	case "amd64":
-		return elf.EM_X86_64, elf.ELFCLASS64
-	case "386":
-		return elf.EM_386, elf.ELFCLASS32
-	case "arm64":
-		return elf.EM_AARCH64, elf.ELFCLASS64
-	case "arm":
-		return elf.EM_ARM, elf.ELFCLASS32
-	case "riscv64":
-		return elf.EM_RISCV, elf.ELFCLASS64
-	case "loong64":
-		return elf.EM_LOONGARCH, elf.ELFCLASS64
-	case "ppc64", "ppc64le":
-		return elf.EM_PPC64, elf.ELFCLASS64
-	case "s390x":
-		return elf.EM_S390, elf.ELFCLASS64
-	case "mips", "mipsle":
-		return elf.EM_MIPS, elf.ELFCLASS32
-	case "mips64", "mips64le":
-		return elf.EM_MIPS, elf.ELFCLASS64
-	}
-	return elf.EM_NONE, elf.ELFCLASSNONE
-}
-
 func hostBigEndian() bool { return binary.NativeEndian.Uint16([]byte{0, 1}) == 1 }
 
 func (o Options) target() (target, error) {
 	t := target{mach: o.Machine}
 	class, big := o.Class, false
-	if hm, hc := hostMachine(); t.mach == elf.EM_NONE || t.mach == hm {
+	if hm, hc := hostelf.Machine(); t.mach == elf.EM_NONE || t.mach == hm {
 		if t.mach == elf.EM_NONE && hm == elf.EM_NONE {
 			return t, fmt.Errorf("jitelf: no ELF machine known for GOARCH %s; set Options.Machine", runtime.GOARCH)
 		}

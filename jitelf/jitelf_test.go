@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -655,7 +656,7 @@ func TestEdgeFunctions(t *testing.T) {
 
 // TestOptions checks the defaults and the errors.
 func TestOptions(t *testing.T) {
-	host, hostClass := hostMachine()
+	host, hostClass := hostelf.Machine()
 	for _, c := range []struct {
 		opts  Options
 		mach  elf.Machine

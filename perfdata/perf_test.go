@@ -319,17 +319,11 @@ func checkAgainstPerf(t *testing.T, path string, pipe bool) {
 // the same records, with the same bytes.
 func checkReaders(t *testing.T, path string, pipe bool) {
 	rawAll := func(r *perfdata.Reader) []string {
-		var out []string
-		for {
-			rec, err := r.NextRaw()
-			if err == io.EOF {
-				return out
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fmt.Sprintf("%#x %x", rec.Offset, rec.Bytes))
+		out, err := rawRecords(r)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return out
 	}
 	f, err := perfdata.Open(path)
 	if err != nil {

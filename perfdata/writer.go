@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
+
+	"github.com/jitprof/jitprof/internal/atomicfile"
 )
 
 // Options describe the file a Writer makes. Reader.Options gives those of
@@ -71,7 +72,7 @@ func Create(name string, opts Options) (*Writer, error) {
 	}
 	w.dataOff = int64(len(head))
 
-	if w.f, err = os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp"); err != nil {
+	if w.f, err = atomicfile.CreateTemp(name); err != nil {
 		return nil, fmt.Errorf("perfdata: %w", err)
 	}
 	w.w = bufio.NewWriterSize(w.f, streamBuffer)
@@ -157,10 +158,11 @@ func (w *Writer) Copy(r *Reader, keep func(RawRecord) (bool, error)) error {
 			return err
 		}
 		if keep != nil {
-			if ok, err := keep(rec); err != nil || !ok {
-				if err != nil {
-					return err
-				}
+			ok, err := keep(rec)
+			if err != nil {
+				return err
+			}
+			if !ok {
 				continue
 			}
 		}

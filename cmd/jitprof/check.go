@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/spf13/cobra"
@@ -80,6 +82,7 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 
 	shown := make(map[string]int)
 	errs, warns := 0, 0
+	enc := json.NewEncoder(out)
 	for _, fd := range findings {
 		if fd.Severity == jitdump.Error {
 			errs++
@@ -87,7 +90,7 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 			warns++
 		}
 		if opts.json {
-			json.NewEncoder(out).Encode(jsonFinding{File: path, Offset: fd.Offset, Severity: fd.Severity.String(), Kind: fd.Kind, Message: fd.Msg})
+			enc.Encode(jsonFinding{File: path, Offset: fd.Offset, Severity: fd.Severity.String(), Kind: fd.Kind, Message: fd.Msg})
 			continue
 		}
 		if shown[fd.Kind]++; opts.perKind == 0 || shown[fd.Kind] <= opts.perKind {
@@ -95,8 +98,8 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 		}
 	}
 	if !opts.json {
-		for kind, n := range shown {
-			if opts.perKind > 0 && n > opts.perKind {
+		for _, kind := range slices.Sorted(maps.Keys(shown)) {
+			if n := shown[kind]; opts.perKind > 0 && n > opts.perKind {
 				fmt.Fprintf(out, "%s: ... and %d more %s findings (--max 0 shows all)\n", path, n-opts.perKind, kind)
 			}
 		}

@@ -78,7 +78,7 @@ func firstSampleTime(path string) (uint64, error) {
 	return 0, fmt.Errorf("%s has no sample-time section, so --stage times cannot be placed: give absolute times with --time", path)
 }
 
-// staged runs the report once per stage: it narrows the sample filter to
+// run runs the report once per stage: it narrows the sample filter to
 // each stage in turn and hands the results, in --stage order, to out.
 // Without stages it runs once, unnamed.
 func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(names []string, results []*analyze.Result) error) error {
@@ -94,10 +94,11 @@ func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(name
 		defer res.Close()
 		return out([]string{""}, []*analyze.Result{res})
 	}
-	userStart, userEnd, err := parseTimeRange(samples.timeRange)
-	if err != nil {
-		return &exitError{code: 2, err: err}
+	if err := samples.setFilter(); err != nil {
+		return err
 	}
+	flt := &samples.opts.Filter
+	userStart, userEnd := flt.Start, flt.End
 	var first uint64
 	var names []string
 	var results []*analyze.Result
@@ -106,30 +107,25 @@ func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(name
 			r.Close()
 		}
 	}()
-	userRange := samples.timeRange
 	for _, st := range stages {
-		samples.timeRange, samples.opts.Filter.Stage = userRange, ""
+		flt.Start, flt.End, flt.Stage = userStart, userEnd, ""
 		if st.marked {
-			samples.opts.Filter.Stage = st.name
+			flt.Stage = st.name
 		} else {
 			if first == 0 {
 				if first, err = firstSampleTime(samples.opts.Input); err != nil {
 					return &exitError{code: 1, err: err}
 				}
 			}
-			start, end := max(first+st.start, userStart), userEnd
-			if st.end != 0 && (end == 0 || first+st.end < end) {
-				end = first + st.end
+			flt.Start = max(first+st.start, userStart)
+			if st.end != 0 && (flt.End == 0 || first+st.end < flt.End) {
+				flt.End = first + st.end
 			}
-			if end != 0 && end <= start {
-				return &exitError{code: 2, err: fmt.Errorf("--stage %s: no time is left once --time %s applies", st.name, userRange)}
-			}
-			samples.timeRange = fmt.Sprintf("%d.%09d,", start/1e9, start%1e9)
-			if end != 0 {
-				samples.timeRange += fmt.Sprintf("%d.%09d", end/1e9, end%1e9)
+			if flt.End != 0 && flt.End <= flt.Start {
+				return &exitError{code: 2, err: fmt.Errorf("--stage %s: no time is left once --time %s applies", st.name, samples.timeRange)}
 			}
 		}
-		res, err := samples.analyze(cmd)
+		res, err := samples.run(cmd)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	fixtures.RemoveAgents() // built by TestRecordAgents
+	os.Exit(code)
 }
 
 // Stage lengths of the child, in CPU time: warmup, then as long with
@@ -181,7 +183,7 @@ func TestParseStages(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := parseStages(tc.specs)
-		s := strings.Trim(strings.ReplaceAll(strings.ReplaceAll(fmtStages(got), "\n", ""), "  ", " "), " ")
+		s := fmtStages(got)
 		if err != nil {
 			s = err.Error()
 		}

@@ -48,12 +48,16 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 
 // analyze reads the recording with the flags' filter.
 func (s *sampleFlags) analyze(cmd *cobra.Command) (*analyze.Result, error) {
-	// The analysis's heap is mostly long-lived tables (symbols, dumps,
-	// the calling context tree): collecting when it has grown by half
-	// rather than doubled costs little time and keeps the peak under
-	// twice the input (README, Performance).
-	debug.SetGCPercent(50)
+	if err := s.setFilter(); err != nil {
+		return nil, err
+	}
+	return s.run(cmd)
+}
+
+// setFilter sets the analysis's filter from the flags.
+func (s *sampleFlags) setFilter() error {
 	flt := &s.opts.Filter
+	flt.Pids, flt.Tids = nil, nil
 	for _, p := range s.pids {
 		flt.Pids = append(flt.Pids, uint32(p))
 	}
@@ -63,13 +67,23 @@ func (s *sampleFlags) analyze(cmd *cobra.Command) (*analyze.Result, error) {
 	flt.Comms = s.comms
 	var err error
 	if flt.Start, flt.End, err = parseTimeRange(s.timeRange); err != nil {
-		return nil, &exitError{code: 2, err: err}
+		return &exitError{code: 2, err: err}
 	}
 	if s.symbol != "" {
 		if flt.Symbol, err = regexp.Compile(s.symbol); err != nil {
-			return nil, &exitError{code: 2, err: fmt.Errorf("--symbol: %w", err)}
+			return &exitError{code: 2, err: fmt.Errorf("--symbol: %w", err)}
 		}
 	}
+	return nil
+}
+
+// run reads the recording with the filter as set.
+func (s *sampleFlags) run(cmd *cobra.Command) (*analyze.Result, error) {
+	// The analysis's heap is mostly long-lived tables (symbols, dumps,
+	// the calling context tree): collecting when it has grown by half
+	// rather than doubled costs little time and keeps the peak under
+	// twice the input (README, Performance).
+	debug.SetGCPercent(50)
 	stderr := cmd.ErrOrStderr()
 	s.opts.Warn = func(err error) {
 		if !s.quiet {

@@ -2,7 +2,7 @@
 
 // Command minijit is a tiny JIT runtime that shows how a runtime describes
 // its generated code with the jitdump package, and that gives profilers a
-// run whose truth is known. It compiles four loops and a driver that calls
+// run whose truth is known. It compiles five loops and a driver that calls
 // them into executable memory, describes each in a jitdump (its code, line
 // table and unwinding tables), and runs them on a fixed schedule in four
 // phases:

@@ -138,7 +138,7 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 	}
 	r, err := perfdata.NewReader(f, fi.Size())
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err) // the header's errors come before SetName
 	}
 	r.SetName(path)
 	return read(r)
@@ -186,7 +186,10 @@ type cached struct {
 // lookupSlots is the size of the lookup cache. It is direct-mapped, so its
 // memory is fixed (2.5 MB) however many addresses a recording has; a
 // collision only costs a symbolizer lookup.
-const lookupSlots = 1 << 16
+const (
+	lookupBits  = 16
+	lookupSlots = 1 << lookupBits
+)
 
 // slot returns where pk's answer is cached.
 func (pk pcKey) slot() int {
@@ -194,7 +197,7 @@ func (pk pcKey) slot() int {
 	if pk.kernel {
 		h = ^h
 	}
-	return int((h * 0x9e3779b97f4a7c15) >> (64 - 16))
+	return int((h * 0x9e3779b97f4a7c15) >> (64 - lookupBits))
 }
 
 type aggregator struct {

@@ -12,10 +12,12 @@ import (
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
-// perfSelfCounts is perf report's count per symbol after perf inject, with
-// the addresses it could not name (it lists each) together as "[unknown]".
-func perfSelfCounts(t *testing.T, rec fixtures.Recording) (map[string]int, int) {
-	counts, total := fixtures.SymbolCounts(t, fixtures.Inject(t, rec), "-g", "none")
+// perfSelfCounts is perf report's count per symbol of data, with the
+// addresses it could not name (it lists each) together as "[unknown]", as
+// fixtures.LeafCounts counts them.
+func perfSelfCounts(t *testing.T, data string) (map[string]int, int) {
+	t.Helper()
+	counts, total := fixtures.SymbolCounts(t, data, "-g", "none")
 	for name, n := range counts {
 		if strings.HasPrefix(name, "0x") {
 			counts["[unknown]"] += n
@@ -23,6 +25,21 @@ func perfSelfCounts(t *testing.T, rec fixtures.Recording) (map[string]int, int) 
 		}
 	}
 	return counts, total
+}
+
+// logDiffs logs the symbols perf and jitprof count differently.
+func logDiffs(t *testing.T, perf, jitprof map[string]int) {
+	t.Helper()
+	for s, n := range perf {
+		if jitprof[s] != n {
+			t.Logf("  %q: perf %d, jitprof %d", s, n, jitprof[s])
+		}
+	}
+	for s, n := range jitprof {
+		if _, ok := perf[s]; !ok {
+			t.Logf("  %q: perf 0, jitprof %d", s, n)
+		}
+	}
 }
 
 func run(t testing.TB, opts analyze.Options) *analyze.Result {
@@ -52,7 +69,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				rec := fixtures.Record(t, rt, perfArgs...)
-				want, total := perfSelfCounts(t, rec)
+				want, total := perfSelfCounts(t, fixtures.Inject(t, rec))
 				res := run(t, analyze.Options{Input: rec.PerfData})
 				got := fixtures.LeafCounts(res.Profile)
 				d := fixtures.Differ(want, got)
@@ -67,16 +84,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 					t.Errorf("%d of %d samples attributed differently from perf", d, total)
 				}
 				if d > 0 {
-					for s, n := range want {
-						if got[s] != n {
-							t.Logf("  %q: perf %d, jitprof %d", s, n, got[s])
-						}
-					}
-					for s, n := range got {
-						if _, ok := want[s]; !ok {
-							t.Logf("  %q: perf 0, jitprof %d", s, n)
-						}
-					}
+					logDiffs(t, want, got)
 				}
 			})
 		}
@@ -105,14 +113,9 @@ func TestPerfMapAgainstPerf(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, name), link); err != nil {
 		t.Fatal(err)
 	}
-	want, total := fixtures.SymbolCounts(t, rec.PerfData, "-g", "none")
-	os.Remove(link)
-	for s, n := range want {
-		if strings.HasPrefix(s, "0x") {
-			want["[unknown]"] += n
-			delete(want, s)
-		}
-	}
+	t.Cleanup(func() { os.Remove(link) }) // should perf report fail
+	want, total := perfSelfCounts(t, rec.PerfData)
+	os.Remove(link) // jitprof must find the map in dir
 
 	res := run(t, analyze.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
 	got := fixtures.LeafCounts(res.Profile)
@@ -129,10 +132,6 @@ func TestPerfMapAgainstPerf(t *testing.T) {
 	}
 	if float64(d) > 0.005*float64(total) {
 		t.Errorf("%d of %d samples attributed differently from perf", d, total)
-		for s, n := range want {
-			if got[s] != n {
-				t.Logf("  %q: perf %d, jitprof %d", s, n, got[s])
-			}
-		}
+		logDiffs(t, want, got)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"bufio"
 	"cmp"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,15 +96,9 @@ func find(res *analyze.Result, symbol string) ([]*instance, error) {
 			}
 			msg += "; sampled functions with that in their name: " + strings.Join(near, ", ")
 		}
-		return nil, fmt.Errorf("%s", msg)
+		return nil, errors.New(msg)
 	}
-	instances := slices.Collect(func(yield func(*instance) bool) {
-		for _, in := range byKey {
-			if !yield(in) {
-				return
-			}
-		}
-	})
+	instances := slices.Collect(maps.Values(byKey))
 	slices.SortFunc(instances, func(a, b *instance) int {
 		return cmp.Or(cmp.Compare(b.samples, a.samples), cmp.Compare(a.frame.Symbol.Start, b.frame.Symbol.Start))
 	})

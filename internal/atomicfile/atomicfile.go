@@ -11,7 +11,7 @@ import (
 
 // Write creates name with what write writes, mode 0644.
 func Write(name string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
+	tmp, err := CreateTemp(name)
 	if err != nil {
 		return err
 	}
@@ -31,4 +31,12 @@ func Write(name string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), name)
+}
+
+// CreateTemp creates, mode 0600, the temporary file that is to be renamed
+// over name, for a writer that needs more than an io.Writer (seeks, writes
+// at offsets): in name's directory, since a rename cannot cross file
+// systems, and hidden, so a listing of the directory does not show it.
+func CreateTemp(name string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
 }

@@ -114,10 +114,7 @@ var objdumpLine = regexp.MustCompile(`^\s*([0-9a-f]+):\t[0-9a-f ]+\t`)
 // what a profile's addresses are attributed to; the text may differ, as
 // golang.org/x/arch follows an older objdump.
 func TestObjdumpBoundaries(t *testing.T) {
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		missing(t, "objdump (binutils) is not installed: %v", err)
-	}
+	objdump := fixtures.LookPath(t, "objdump")
 	d, err := jitcode.Read(fixtures.Dump(t, fixtures.Node))
 	if err != nil {
 		t.Fatal(err)
@@ -173,16 +170,6 @@ func TestObjdumpBoundaries(t *testing.T) {
 		t.Errorf("compared %d functions; the dump should give over 100", functions)
 	}
 	t.Logf("%d functions, %d instructions, as objdump decodes them", functions, insts)
-}
-
-// missing skips the test, or fails it under CI, where everything the tests
-// need is installed (as fixtures does for runtimes).
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI is set, so nothing may be missing)", args...)
-	}
-	t.Skipf(format, args...)
 }
 
 func FuzzDecode(f *testing.F) {

@@ -189,6 +189,19 @@ type rawSym struct {
 	value, size uint64
 }
 
+// stringAt returns the NUL-terminated string at off in a string table,
+// or false when off is past its end.
+func stringAt(strtab []byte, off uint32) ([]byte, bool) {
+	if int(off) >= len(strtab) {
+		return nil, false
+	}
+	s := strtab[off:]
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return s, true
+}
+
 func readSym(b []byte, class elf.Class, bo binary.ByteOrder) rawSym {
 	if class == elf.ELFCLASS32 {
 		return rawSym{name: bo.Uint32(b), value: uint64(bo.Uint32(b[4:])), size: uint64(bo.Uint32(b[8:])),
@@ -220,12 +233,9 @@ func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, strtab [
 	default:
 		return added, nil
 	}
-	if int(e.name) >= len(strtab) {
+	name, ok := stringAt(strtab, e.name)
+	if !ok {
 		return added, nil
-	}
-	name := strtab[e.name:]
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
 	}
 	// Mapping symbols mark code and data in ARM and RISC-V code.
 	switch syms.Machine {
@@ -293,12 +303,8 @@ func (b *builder) addPLT(runtime *elfFile) {
 	if err != nil {
 		return
 	}
-	symData, err := runtime.sectionData(dynsym)
-	if err != nil || int(dynsym.Link) >= len(runtime.Sections) {
-		return
-	}
-	strtab, err := runtime.sectionData(runtime.Sections[dynsym.Link])
-	if err != nil || len(strtab) == 0 {
+	st, err := runtime.symbolTable(dynsym)
+	if err != nil || len(st.strtab) == 0 {
 		return
 	}
 	header, entry := plt.Entsize, plt.Entsize
@@ -312,9 +318,9 @@ func (b *builder) addPLT(runtime *elfFile) {
 	case elf.EM_SPARCV9:
 		header, entry = 128, 32
 	}
-	symSize, relSize := 24, 16
+	relSize := 16
 	if runtime.Class == elf.ELFCLASS32 {
-		symSize, relSize = 16, 8
+		relSize = 8
 	}
 	if rel.Type == elf.SHT_RELA {
 		relSize += relSize / 2
@@ -334,14 +340,9 @@ func (b *builder) addPLT(runtime *elfFile) {
 			symIdx = runtime.ByteOrder.Uint64(r[8:]) >> 32
 		}
 		var name []byte
-		if off := symIdx * uint64(symSize); off+uint64(symSize) <= uint64(len(symData)) {
-			e := readSym(symData[off:off+uint64(symSize)], runtime.Class, runtime.ByteOrder)
-			if int(e.name) < len(strtab) {
-				name = strtab[e.name:]
-				if j := bytes.IndexByte(name, 0); j >= 0 {
-					name = name[:j]
-				}
-			}
+		if off := symIdx * uint64(st.entSize); off+uint64(st.entSize) <= uint64(len(st.data)) {
+			e := readSym(st.data[off:off+uint64(st.entSize)], runtime.Class, runtime.ByteOrder)
+			name, _ = stringAt(st.strtab, e.name)
 		}
 		added = b.add(added, b.keep(name, "@plt"), addr, addr+entry, bindGlobal, typeFunc)
 		addr += entry

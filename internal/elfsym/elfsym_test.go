@@ -2,6 +2,7 @@ package elfsym
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"encoding/hex"
 	"math/rand/v2"
@@ -182,11 +183,8 @@ func checkRBTree(t *testing.T, tree *rbTree, live []treeOp) {
 		t.Fatal("red root")
 	}
 	want := slices.Clone(live)
-	slices.SortStableFunc(want, func(a, b treeOp) int {
-		if a.start != b.start {
-			return int(int64(a.start) - int64(b.start))
-		}
-		return int(a.id - b.id)
+	slices.SortFunc(want, func(a, b treeOp) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.id, b.id))
 	})
 	if len(got) != len(want) {
 		t.Fatalf("%d nodes in the tree, want %d", len(got), len(want))

@@ -98,8 +98,6 @@ func debugLink(f *elfFile) string {
 	if err != nil {
 		return ""
 	}
-	if i := bytes.IndexByte(data, 0); i >= 0 {
-		data = data[:i]
-	}
-	return string(data)
+	link, _ := stringAt(data, 0)
+	return string(link)
 }

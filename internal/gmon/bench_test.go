@@ -19,7 +19,6 @@ func BenchmarkWriteGmon(b *testing.B) {
 		prof.Arcs[Arc{PC{(i * 3) % 5000, uint64(i) % 1024}, i % 5000}]++
 	}
 	l := p.Layout(prof)
-	b.ResetTimer()
 	for b.Loop() {
 		if err := WriteGmon(io.Discard, binary.LittleEndian, l, prof); err != nil {
 			b.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"runtime"
 	"strings"
+
+	"github.com/jitprof/jitprof/internal/hostelf"
 )
 
 // HostMachine returns the ELF machine and byte order of this host, which the
 // symbol file must have for the host's gprof to open it.
 func HostMachine() (elf.Machine, ByteOrder, error) {
-	m := map[string]elf.Machine{"amd64": elf.EM_X86_64, "386": elf.EM_386, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM, "riscv64": elf.EM_RISCV, "ppc64le": elf.EM_PPC64, "s390x": elf.EM_S390, "loong64": elf.EM_LOONGARCH}[runtime.GOARCH]
+	m, _ := hostelf.Machine()
 	if m == elf.EM_NONE {
 		return m, nil, fmt.Errorf("gmon: no ELF machine known for %s", runtime.GOARCH)
 	}

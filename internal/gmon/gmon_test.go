@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // readBack is what a gmon.out holds, summed as gprof sums it: histogram
@@ -217,14 +219,7 @@ func FuzzGmonRoundTrip(f *testing.F) {
 // exported for the package's external tests.
 func RunGprof(t *testing.T, args ...string) string {
 	t.Helper()
-	path, err := exec.LookPath("gprof")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	out, err := exec.Command(path, append([]string{"-b"}, args...)...).CombinedOutput()
+	out, err := exec.Command(fixtures.LookPath(t, "gprof"), append([]string{"-b"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gprof %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -91,7 +91,7 @@ func Run(opts Options) (Result, error) {
 	if opts.Warn == nil {
 		opts.Warn = func(error) {}
 	}
-	if same, _ := sameFile(opts.Input, opts.Output); same {
+	if sameFile(opts.Input, opts.Output) {
 		return res, fmt.Errorf("the output %s is the input: inject never changes its input", opts.Output)
 	}
 	in, err := perfdata.Open(opts.Input)
@@ -177,28 +177,28 @@ func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, err
 		default:
 			continue
 		}
-		switch rec := r.Decode(raw).(type) {
-		case *perfdata.Mmap:
-			if m := markerOf(rec.Filename, rec.Pid, rec.Trailer.Time); m != nil {
-				markers[raw.Offset] = m
-			}
-		case *perfdata.Mmap2:
-			if m := markerOf(rec.Filename, rec.Pid, rec.Trailer.Time); m != nil {
-				markers[raw.Offset] = m
-			}
-		case *perfdata.TimeConv:
-			c := *rec
+		rec := r.Decode(raw)
+		if tc, ok := rec.(*perfdata.TimeConv); ok {
+			c := *tc
 			conv = &c
+			continue
+		}
+		if pid, filename, tr := mapping(rec); jitcode.IsMarker(filename) {
+			markers[raw.Offset] = &marker{path: strings.Clone(filename), pid: pid, time: tr.Time} // outlives the scan's mapping
 		}
 	}
 }
 
-// markerOf recognises a dump's marker mapping.
-func markerOf(filename string, pid uint32, time uint64) *marker {
-	if !jitcode.IsMarker(filename) {
-		return nil
+// mapping returns what inject reads of an MMAP or MMAP2 record; zeros for
+// any other record, an *Invalid one among them.
+func mapping(rec perfdata.Record) (pid uint32, filename string, tr perfdata.Trailer) {
+	switch r := rec.(type) {
+	case *perfdata.Mmap:
+		return r.Pid, r.Filename, r.Trailer
+	case *perfdata.Mmap2:
+		return r.Pid, r.Filename, r.Trailer
 	}
-	return &marker{path: strings.Clone(filename), pid: pid, time: time} // outlives the scan's mapping
+	return 0, "", perfdata.Trailer{}
 }
 
 // loadDumps reads each marked dump once and ties its markers to it.
@@ -384,29 +384,15 @@ func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
 		}
 		return false, nil
 	}
-	var pid uint32
-	var name string
-	var time uint64
-	switch rec := e.in.Decode(raw).(type) {
-	case *perfdata.Mmap:
-		pid, name, time = rec.Pid, rec.Filename, rec.Trailer.Time
-	case *perfdata.Mmap2:
-		pid, name, time = rec.Pid, rec.Filename, rec.Trailer.Time
-	}
+	pid, name, tr := mapping(e.in.Decode(raw))
 	since, hidden := e.hideAnon[pid]
-	return !(hidden && time >= since && jitcode.IsAnonymous(name)), nil
+	return !(hidden && tr.Time >= since && jitcode.IsAnonymous(name)), nil
 }
 
 // emit writes the MMAP2 events of a dump, each with the sample_id of the
 // marker's event at the record's own time.
 func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
-	var trailer perfdata.Trailer
-	switch r := markerRec.(type) {
-	case *perfdata.Mmap:
-		trailer = r.Trailer
-	case *perfdata.Mmap2:
-		trailer = r.Trailer
-	}
+	_, _, trailer := mapping(markerRec)
 	attr := markerRec.Header().Attr
 	d := m.dump
 	for _, ev := range d.dump.Events {
@@ -435,14 +421,12 @@ func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
 	return nil
 }
 
-func sameFile(a, b string) (bool, error) {
+// sameFile tells whether a and b name one existing file.
+func sameFile(a, b string) bool {
 	sa, err := os.Stat(a)
 	if err != nil {
-		return false, err
+		return false
 	}
 	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
+	return err == nil && os.SameFile(sa, sb)
 }

@@ -8,9 +8,9 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
-	"runtime"
 	"strings"
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -128,13 +128,6 @@ func (d *Dump) Machine() elf.Machine {
 	if m := elf.Machine(d.Header.ElfMach); m != elf.EM_NONE {
 		return m
 	}
-	switch runtime.GOARCH {
-	case "amd64":
-		return elf.EM_X86_64
-	case "386":
-		return elf.EM_386
-	case "arm64":
-		return elf.EM_AARCH64
-	}
-	return elf.EM_NONE
+	m, _ := hostelf.Machine()
+	return m
 }

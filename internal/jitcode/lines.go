@@ -1,6 +1,7 @@
 package jitcode
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -23,15 +24,7 @@ func (fn *Function) Lines() Lines {
 		e.Addr -= bias
 		l = append(l, e)
 	}
-	slices.SortStableFunc(l, func(a, b jitdump.DebugEntry) int {
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(l, func(a, b jitdump.DebugEntry) int { return cmp.Compare(a.Addr, b.Addr) })
 	return l
 }
 

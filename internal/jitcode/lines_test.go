@@ -7,27 +7,20 @@ import (
 )
 
 func TestLines(t *testing.T) {
+	type query struct {
+		addr uint64
+		file string
+		line uint32
+	}
 	entries := []jitdump.DebugEntry{{Addr: 0x1010, Line: 2, File: "f"}, {Addr: 0x0ff0, Line: 1, File: "f"}, {Addr: 0x1020, Line: 3, File: "g"}}
 	tests := []struct {
 		name string
 		vma  uint64 // LLVM's listener writes 0, and biases every entry
 		bias uint64
-		at   []struct {
-			addr uint64
-			file string
-			line uint32
-		}
+		at   []query
 	}{
-		{name: "plain", vma: 0x1000, at: []struct {
-			addr uint64
-			file string
-			line uint32
-		}{{0x0fef, "", 0}, {0x1000, "f", 1}, {0x1010, "f", 2}, {0x101f, "f", 2}, {0x1020, "g", 3}, {0x2000, "g", 3}}},
-		{name: "LLVM", vma: 0, bias: jitdump.LLVMLineBias, at: []struct {
-			addr uint64
-			file string
-			line uint32
-		}{{0x1010, "f", 2}, {0x100f, "f", 1}, {0x1020, "g", 3}}},
+		{name: "plain", vma: 0x1000, at: []query{{0x0fef, "", 0}, {0x1000, "f", 1}, {0x1010, "f", 2}, {0x101f, "f", 2}, {0x1020, "g", 3}, {0x2000, "g", 3}}},
+		{name: "LLVM", vma: 0, bias: jitdump.LLVMLineBias, at: []query{{0x1010, "f", 2}, {0x100f, "f", 1}, {0x1020, "g", 3}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,7 @@ func NewStages(dumps []*Dump) *Stages {
 			// The name aliases the dump, which the caller may close
 			// before it is done with the stages.
 			name := strings.Clone(m.Name)
-			ms = append(ms, mark{time: d.PerfTime(m.Timestamp, nil), name: name, accounting: m.Accounting})
+			ms = append(ms, mark{time: m.Timestamp, name: name, accounting: m.Accounting})
 			s.names[name] = true
 		}
 		// Stable: marks of equal time keep their file order, the last

@@ -196,7 +196,6 @@ func checkFreq(hz int) error {
 // ring is an event's mmapped ring buffer: a metadata page, then the data
 // area the kernel writes records into.
 type ring struct {
-	fd   int
 	mem  []byte
 	meta *unix.PerfEventMmapPage
 	data []byte
@@ -221,7 +220,7 @@ func mapRing(fd, pages int) (*ring, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("ring buffer: the kernel places %d data bytes at %d in a %d-byte mapping", size, off, len(mem))
 	}
-	return &ring{fd: fd, mem: mem, meta: meta, data: mem[off : off+size]}, nil
+	return &ring{mem: mem, meta: meta, data: mem[off : off+size]}, nil
 }
 
 // drain hands emit every record the kernel has written since the last

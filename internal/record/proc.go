@@ -95,35 +95,32 @@ func (s *synthesizer) header(t perfdata.RecordType, misc uint16) perfdata.Record
 
 // processes lists the pids /proc has.
 func (s *synthesizer) processes() ([]int, error) {
-	entries, err := os.ReadDir(s.proc)
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
+	return numbered(s.proc)
 }
 
 // threads lists the threads of process pid.
 func (s *synthesizer) threads(pid int) ([]int, error) {
-	entries, err := os.ReadDir(filepath.Join(s.proc, strconv.Itoa(pid), "task"))
+	tids, err := numbered(filepath.Join(s.proc, strconv.Itoa(pid), "task"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrGone)
+	}
+	return tids, err
+}
+
+// numbered lists the entries of dir named by a number: pids in /proc, tids
+// in a task directory.
+func numbered(dir string) ([]int, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("process %d: %w", pid, ErrGone)
-		}
 		return nil, err
 	}
-	var tids []int
+	var ns []int
 	for _, e := range entries {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			ns = append(ns, n)
 		}
 	}
-	return tids, nil
+	return ns, nil
 }
 
 // kernel describes the kernel's text as perf does, an MMAP of

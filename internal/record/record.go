@@ -272,7 +272,7 @@ func (s *session) open(cpus, tids []int) error {
 		for _, tid := range tids {
 			fd, id, err := openEvent(s.attr, tid, cpu)
 			if err != nil {
-				if errors.Is(err, ErrGone) && len(s.o.Pids) > 0 && !s.processGone(tid) {
+				if errors.Is(err, ErrGone) && len(s.o.Pids) > 0 && !s.pidsGone() {
 					continue // a thread of a live process exited meanwhile
 				}
 				return err
@@ -297,20 +297,6 @@ func (s *session) open(cpus, tids []int) error {
 		}
 	}
 	return nil
-}
-
-// processGone tells whether the process of a thread being attached to
-// exited: a thread that exits alone is no reason to stop.
-func (s *session) processGone(tid int) bool {
-	for _, pid := range s.o.Pids {
-		if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid), "task", strconv.Itoa(tid))); err == nil {
-			return false
-		}
-		if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err == nil {
-			return false
-		}
-	}
-	return true
 }
 
 // synthesize describes the kernel, and for processes that already run

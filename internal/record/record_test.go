@@ -263,23 +263,23 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 		argv func(t *testing.T, dir string) []string
 	}{
 		{"node", 4000, func(t *testing.T, dir string) []string {
-			return []string{lookPath(t, "node"), fixtures.Workload(t, "newfunctions.js")}
+			return []string{fixtures.LookPath(t, "node"), fixtures.Workload(t, "newfunctions.js")}
 		}},
 		{"erlang", 4000, func(t *testing.T, dir string) []string {
-			erlc := lookPath(t, "erlc")
+			erlc := fixtures.LookPath(t, "erlc")
 			if out, err := exec.Command(erlc, "-o", dir, fixtures.Workload(t, "w.erl")).CombinedOutput(); err != nil {
 				t.Fatalf("erlc: %v\n%s", err, out)
 			}
-			return []string{lookPath(t, "erl"), "-noshell", "-boot", "no_dot_erlang", "-pa", dir, "-s", "w", "main"}
+			return []string{fixtures.LookPath(t, "erl"), "-noshell", "-boot", "no_dot_erlang", "-pa", dir, "-s", "w", "main"}
 		}},
 		// lli's only jitdump-writing JIT is MCJIT, which is no profiling
 		// flag; its dump goes under $JITDUMPDIR, the output's directory.
 		{"llvm", 4000, func(t *testing.T, dir string) []string {
 			ll := filepath.Join(dir, "fib_sq.ll")
-			if out, err := exec.Command(lookPath(t, "clang-14"), "-g", "-S", "-emit-llvm", "-o", ll, fixtures.Workload(t, "fib_sq.c")).CombinedOutput(); err != nil {
+			if out, err := exec.Command(fixtures.LookPath(t, "clang-14"), "-g", "-S", "-emit-llvm", "-o", ll, fixtures.Workload(t, "fib_sq.c")).CombinedOutput(); err != nil {
 				t.Fatalf("clang: %v\n%s", err, out)
 			}
-			return []string{lookPath(t, "lli-14"), "--jit-kind=mcjit", ll}
+			return []string{fixtures.LookPath(t, "lli-14"), "--jit-kind=mcjit", ll}
 		}},
 		// CPython's jitted code is trampolines of a few instructions.
 		{"python", 50000, func(t *testing.T, dir string) []string {
@@ -321,17 +321,6 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 	}
 }
 
-func lookPath(t *testing.T, name string) string {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v", name, err)
-		}
-		t.Skipf("%s: %v", name, err)
-	}
-	return p
-}
-
 // nodeSpin is a node program that keeps calling JavaScript functions and
 // builtins for about four seconds.
 const nodeSpin = `
@@ -355,7 +344,7 @@ func TestAttachNode(t *testing.T) {
 	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
 		t.Run(flag, func(t *testing.T) {
 			dir := t.TempDir()
-			node := exec.Command(lookPath(t, "node"), flag, "--interpreted-frames-native-stack", "-e", nodeSpin)
+			node := exec.Command(fixtures.LookPath(t, "node"), flag, "--interpreted-frames-native-stack", "-e", nodeSpin)
 			node.Dir = dir
 			if err := node.Start(); err != nil {
 				t.Fatal(err)

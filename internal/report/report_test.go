@@ -20,7 +20,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// Modules of the test profiles, as the profile profBuilder names them.
+// Modules of the test profiles, named as jitprof's profiles name them.
 const (
 	dash    = "/usr/bin/dash"
 	libc    = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -29,7 +29,7 @@ const (
 	perfMap = "/tmp/perf-300.map"
 )
 
-// A profBuilder makes profiles the way jitprof's profile profBuilder does.
+// A profBuilder makes profiles the way internal/analyze builds them.
 type profBuilder struct {
 	p     *profile.Profile
 	maps  map[string]*profile.Mapping
@@ -362,17 +362,17 @@ func TestJSONSchema(t *testing.T) {
 	// The Interpreter::run entry's tree sums to its children value and
 	// goes down to the callees.
 	full := decode(t, processes(), o)
-	for _, e := range full.Entries {
-		if e.Symbol != "Interpreter::run" {
-			continue
-		}
-		if e.File != "Main.java" {
-			t.Errorf("file = %q, want Main.java", e.File)
-		}
-		root := e.Callees[0]
-		if root.Symbol != "Interpreter::run" || root.Value != *e.Children || len(root.Callees) != 2 {
-			t.Errorf("callee tree of %s: %+v", e.Symbol, root)
-		}
+	i := slices.IndexFunc(full.Entries, func(e jsonEntry) bool { return e.Symbol == "Interpreter::run" })
+	if i < 0 {
+		t.Fatalf("no Interpreter::run entry: %+v", full.Entries)
+	}
+	e := full.Entries[i]
+	if e.File != "Main.java" {
+		t.Errorf("file = %q, want Main.java", e.File)
+	}
+	root := e.Callees[0]
+	if root.Symbol != "Interpreter::run" || root.Value != *e.Children || len(root.Callees) != 2 {
+		t.Errorf("callee tree of %s: %+v", e.Symbol, root)
 	}
 
 	r2 := decode(t, empty(), Options{})
@@ -414,7 +414,7 @@ func TestErrors(t *testing.T) {
 		{Options{Value: 2}, "value index 2 out of range", false},
 	}
 	for _, tt := range tests {
-		for name, f := range map[string]func(io.Writer, *profile.Profile, Options) error{
+		for name, f := range map[string]renderer{
 			"Text": Text, "JSON": JSON, "Folded": Folded,
 		} {
 			err := f(io.Discard, processes(), tt.o)

@@ -75,8 +75,9 @@ type Frame struct {
 	Addr   uint64
 	Module *Module // nil when no mapping held the address
 	Symbol Symbol  // Name is empty when nothing named the address
-	// Map is the mapping that held the address, for ELF modules: its
-	// runtime range and the file offset of its start.
+	// Map is the mapping that held the address, for the modules placed
+	// in a process's timeline (ELF files, the vDSO, jitted functions): its
+	// runtime range and the offset of its start in the module.
 	Map struct{ Start, End, Pgoff uint64 }
 	// From and Until bound the times for which this answer holds, for
 	// callers that cache it: [From, Until).
@@ -93,9 +94,6 @@ type Options struct {
 	// DumpDirs and PerfMapDirs are searched for dumps and perf maps not
 	// found where the recording saw them.
 	DumpDirs, PerfMapDirs []string
-	// Kallsyms is the kernel's symbol list, /proc/kallsyms when empty.
-	// It is used only when the recording was made on the running kernel.
-	Kallsyms string
 	// Warn receives what is wrong but does not stop the build: a dump
 	// not found, a dump cut short, a file whose build-id differs.
 	Warn func(error)
@@ -457,8 +455,7 @@ func (s *Space) loadSymbols(m *Module) {
 		if !s.sameKernel {
 			return
 		}
-		path := cmp.Or(s.opts.Kallsyms, "/proc/kallsyms")
-		if t, err = elfsym.ReadKallsyms(path); err != nil {
+		if t, err = elfsym.ReadKallsyms("/proc/kallsyms"); err != nil {
 			s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
 			return
 		}

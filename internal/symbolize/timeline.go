@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -99,15 +100,7 @@ func (tl *timeline) inherit(parent *timeline, t uint64) {
 func (tl *timeline) index() {
 	tl.live = nil
 	tl.regions = slices.DeleteFunc(tl.regions, func(r region) bool { return r.from >= r.until })
-	slices.SortStableFunc(tl.regions, func(a, b region) int {
-		switch {
-		case a.start < b.start:
-			return -1
-		case a.start > b.start:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(tl.regions, func(a, b region) int { return cmp.Compare(a.start, b.start) })
 	tl.maxEnd = make([]uint64, len(tl.regions))
 	var m uint64
 	for i, r := range tl.regions {

@@ -418,13 +418,3 @@ func TestObjToolELFBase(t *testing.T) {
 	}
 	t.Fatalf("no executable mapping of %s in\n%s", exe, maps)
 }
-
-// missing skips the test, or fails it under CI, where everything the tests
-// need is installed (as fixtures does for runtimes).
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI is set, so nothing may be missing)", args...)
-	}
-	t.Skipf(format, args...)
-}

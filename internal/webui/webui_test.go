@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/jitcode"
 )
 
@@ -144,16 +145,6 @@ func get(t *testing.T, u string) string {
 	return html.UnescapeString(string(body))
 }
 
-// lookChromium returns the path of Chromium's command.
-func lookChromium(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		missing(t, "chromium is not installed (Debian package chromium): %v", err)
-	}
-	return bin
-}
-
 // chromium runs headless Chromium, bin, with args after the options every
 // run needs, and returns its standard output.
 func chromium(t *testing.T, bin string, args ...string) string {
@@ -179,7 +170,7 @@ func chromium(t *testing.T, bin string, args ...string) string {
 var scriptElems = regexp.MustCompile(`(?s)<script.*?</script>`)
 
 func TestWebUI(t *testing.T) {
-	browser := lookChromium(t)
+	browser := fixtures.LookPath(t, "chromium")
 	path, d := nodeDump(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -251,7 +242,7 @@ func TestScreenshot(t *testing.T) {
 	if *screenshot == "" {
 		t.Skip("no -screenshot file given")
 	}
-	browser := lookChromium(t)
+	browser := fixtures.LookPath(t, "chromium")
 	out, err := filepath.Abs(*screenshot)
 	if err != nil {
 		t.Fatal(err)
