@@ -3,10 +3,9 @@ package elfsym
 import (
 	"bytes"
 	"cmp"
-	"fmt"
+	"io"
 	"math"
 	"slices"
-	"strings"
 )
 
 // A builder collects symbols as perf loads them: it inserts them in
@@ -22,7 +21,8 @@ type builder struct {
 	treeDone  chan *rbTree
 	treeLater bool // drop tree operations: the caller fills the tree itself
 
-	arena   []byte   // copies of names that have no string table
+	arena   []byte   // names that are not in the file, NUL-terminated
+	strtabs []extent // the file's string tables that names refer to
 	modules []string // kallsyms modules; 0 is the kernel
 }
 
@@ -36,7 +36,8 @@ type rec struct {
 // What it would read of the name is worked out when the name is read,
 // as the name will be out of the cache by then.
 type symInfo struct {
-	name        []byte // in a string table, or in the arena
+	name        nameRef
+	nameLen     uint32
 	bind, typ   uint8
 	module      uint16 // index in builder.modules
 	underscores uint8  // leading, up to 255
@@ -118,24 +119,20 @@ func (b *builder) finishTree() *rbTree {
 	return b.tree
 }
 
-// keep copies name and suffix, joined, into the arena. A full arena is
-// left to the names already in it, not grown.
-func (b *builder) keep(name []byte, suffix string) []byte {
-	n := len(name) + len(suffix)
-	if cap(b.arena)-len(b.arena) < n {
-		b.arena = make([]byte, 0, max(n, 4<<10))
-	}
-	start := len(b.arena)
-	b.arena = append(append(b.arena, name...), suffix...)
-	return b.arena[start:len(b.arena):len(b.arena)]
+// keep copies name into the arena.
+func (b *builder) keep(name []byte) nameRef {
+	ref := nameRef(len(b.arena))
+	b.arena = append(append(b.arena, name...), 0)
+	return ref
 }
 
-// add records a new symbol and queues its insertion into the tree. The
-// symbols added are then put in the address order by insert.
-func (b *builder) add(added []rec, name []byte, start, end uint64, bind, typ uint8) []rec {
+// add records a new symbol, named name, which is at ref, and queues its
+// insertion into the tree. The symbols added are then put in the address
+// order by insert.
+func (b *builder) add(added []rec, name []byte, ref nameRef, start, end uint64, bind, typ uint8) []rec {
 	id := int32(len(b.info))
 	b.info = append(b.info, symInfo{
-		name: name, bind: bind, typ: typ,
+		name: ref, nameLen: uint32(min(len(name), math.MaxUint32)), bind: bind, typ: typ,
 		underscores: leadingUnderscores(name),
 		sysAlias:    bytes.HasPrefix(name, []byte("SyS")) || bytes.HasPrefix(name, []byte("compat_SyS")),
 	})
@@ -231,8 +228,8 @@ func (b *builder) better(x, y rec) bool {
 	if ix.underscores != iy.underscores {
 		return ix.underscores < iy.underscores
 	}
-	if len(ix.name) != len(iy.name) {
-		return len(ix.name) > len(iy.name)
+	if ix.nameLen != iy.nameLen {
+		return ix.nameLen > iy.nameLen
 	}
 	// arch__choose_best_symbol: avoid the kernel's SyS aliases.
 	return !ix.sysAlias
@@ -247,51 +244,46 @@ func leadingUnderscores(s []byte) uint8 {
 }
 
 // table makes the Table of the live symbols. Lookups where symbols
-// overlap are answered now, by the tree; the Table then only needs a
-// binary search over disjoint ranges.
-func (b *builder) table(path string) (*Table, error) {
-	var size int
-	for _, r := range b.order {
-		size += len(b.info[r.id].name)
+// overlap are answered now, by the tree; elsewhere a binary search over
+// the symbols finds what perf finds.
+func (b *builder) table(path string, names io.ReaderAt) *Table {
+	o := b.order
+	t := &Table{
+		path:   path,
+		starts: make([]uint64, len(o)),
+		syms:   make([]entry, len(o)),
+		names:  nameStore{arena: string(b.arena), file: names, strtabs: b.strtabs},
 	}
-	if size > math.MaxUint32 { // names may share bytes of a string table
-		return nil, fmt.Errorf("%s: the symbol names add up to %d bytes, more than 4 GiB", path, size)
+	if len(b.modules) > 1 {
+		t.modules = make([]uint16, len(o))
+		t.moduleNames = b.modules
 	}
-	t := &Table{path: path, syms: make([]entry, len(b.order)), modules: b.modules}
-	var names strings.Builder
-	names.Grow(size)
-	for k, r := range b.order {
+	for k, r := range o {
 		info := &b.info[r.id]
-		names.Write(info.name)
-		t.syms[k] = entry{start: r.start, end: r.end, nameEnd: uint32(names.Len()), module: info.module}
+		t.starts[k], t.syms[k] = r.start, entry{end: r.end, name: info.name}
+		if t.modules != nil {
+			t.modules[k] = info.module
+		}
 	}
-	t.names = names.String()
-	b.flatten(t)
-	return t, nil
+	b.flattenRuns(t)
+	return t
 }
 
-// flatten fills t's ranges. A symbol that overlaps no other is found by
-// perf's tree walk throughout its range (the walk passes the symbol with
-// the greatest start at or below the address); a run of overlapping
-// symbols is cut at every start and end, and each piece gets what the
-// tree walk gives.
-func (b *builder) flatten(t *Table) {
+// flattenRuns works out perf's answers where symbols overlap. A run of
+// overlapping symbols is cut at every start and end, and each piece gets
+// what perf's tree walk gives.
+func (b *builder) flattenRuns(t *Table) {
 	o := b.order
-	t.starts = make([]uint64, 0, len(o))
-	t.spans = make([]span, 0, len(o))
 	var ends []uint64       // by id, for the tree walk
 	var pos map[int32]int32 // id -> index in t.syms
 	for k := 0; k < len(o); {
 		// The run of symbols from k that overlap one another.
-		end, n := reach(o[k]), 1
+		end, n := reach(o[k].start, o[k].end), 1
 		for k+n < len(o) && o[k+n].start < end {
-			end = max(end, reach(o[k+n]))
+			end = max(end, reach(o[k+n].start, o[k+n].end))
 			n++
 		}
 		if n == 1 {
-			if end > o[k].start {
-				t.add(o[k].start, end, int32(k))
-			}
 			k++
 			continue
 		}
@@ -302,9 +294,11 @@ func (b *builder) flatten(t *Table) {
 				ends[r.id] = r.end
 			}
 			pos = make(map[int32]int32)
+			t.inRun = make([]uint64, (len(o)+63)/64)
 		}
 		var cuts []uint64
 		for m := k; m < k+n; m++ {
+			t.inRun[m/64] |= 1 << (m % 64)
 			pos[o[m].id] = int32(m)
 			cuts = append(cuts, o[m].start, o[m].end)
 			if o[m].end == o[m].start {
@@ -318,7 +312,7 @@ func (b *builder) flatten(t *Table) {
 				continue
 			}
 			if id := b.tree.find(ends, cuts[c]); id != nilNode {
-				t.add(cuts[c], cuts[c+1], pos[id])
+				t.addRun(cuts[c], cuts[c+1], pos[id])
 			}
 		}
 		k += n
@@ -326,17 +320,18 @@ func (b *builder) flatten(t *Table) {
 	b.finishTree()
 }
 
-// reach returns the end of the addresses perf's tree walk can find r at:
+// reach returns the end of the addresses perf's tree walk can find a
+// symbol at:
 // an empty symbol still holds its own address, and one whose end wrapped
 // around holds none.
-func reach(r rec) uint64 {
+func reach(start, end uint64) uint64 {
 	switch {
-	case r.end > r.start:
-		return r.end
-	case r.end == r.start && r.start+1 > r.start:
-		return r.start + 1
+	case end > start:
+		return end
+	case end == start && start+1 > start:
+		return start + 1
 	}
-	return r.start
+	return start
 }
 
 // sortRecs sorts recs by start, keeping the order of equal starts: a

@@ -6,16 +6,24 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"slices"
 	"strings"
+
+	"github.com/jitprof/jitprof/internal/mapfile"
 )
 
 // NewTable reads the symbols of the ELF file r, named path in errors and
 // by Path, without looking for debug files.
+// Names are read from r when they are first looked up: it must stay
+// readable while the Table is used.
 func NewTable(r io.ReaderAt, path string) (*Table, error) {
 	f, err := newELF(r, path)
 	if err != nil {
 		return nil, err
 	}
+	f.names = r
 	return load(f, f)
 }
 
@@ -26,7 +34,11 @@ type elfFile struct {
 	symtab  *elf.Section
 	dynsym  *elf.Section
 	buildID []byte
-	mapped  []byte // the whole file, when it is mapped
+	mapped  []byte      // the whole file, when it is mapped
+	names   io.ReaderAt // where names are read from once the symbols are loaded
+
+	mapping *mapfile.Mapping // with Open: the mapping and the open file
+	file    *os.File
 }
 
 // sectionData returns the contents of s: in place when the file is mapped
@@ -129,10 +141,7 @@ func load(syms, runtime *elfFile) (*Table, error) {
 		}
 	}
 	b.addPLT(runtime)
-	t, err := b.table(syms.path)
-	if err != nil {
-		return nil, err
-	}
+	t := b.table(syms.path, syms.names)
 	t.buildID = runtime.buildID
 	t.segments = segments(runtime.File)
 	return t, nil
@@ -142,6 +151,9 @@ func load(syms, runtime *elfFile) (*Table, error) {
 type symbolTable struct {
 	data, strtab []byte
 	entSize      int
+	// strtabOff is where the strings are in the file, or -1 when the
+	// file does not hold them as they are (compressed).
+	strtabOff int64
 }
 
 func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
@@ -156,8 +168,13 @@ func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
 	if int(sec.Link) >= len(f.Sections) {
 		return st, f.errorf("%s: bad string table index %d", sec.Name, sec.Link)
 	}
-	if st.strtab, err = f.sectionData(f.Sections[sec.Link]); err != nil {
+	strs := f.Sections[sec.Link]
+	if st.strtab, err = f.sectionData(strs); err != nil {
 		return st, f.errorf("%s: strings: %v", sec.Name, err)
+	}
+	st.strtabOff = -1
+	if strs.Type != elf.SHT_NOBITS && strs.Flags&elf.SHF_COMPRESSED == 0 && strs.Offset <= math.MaxInt64-strs.Size {
+		st.strtabOff = int64(strs.Offset)
 	}
 	return st, nil
 }
@@ -165,10 +182,13 @@ func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
 // addSymbols loads one symbol table as dso__load_sym_internal does.
 func (b *builder) addSymbols(syms, runtime *elfFile, st symbolTable) error {
 	added := make([]rec, 0, len(st.data)/st.entSize)
+	if st.strtabOff >= 0 {
+		b.strtabs = append(b.strtabs, extent{uint64(st.strtabOff), uint64(st.strtabOff) + uint64(len(st.strtab))})
+	}
 	var err error
 	for off := 0; off+st.entSize <= len(st.data); off += st.entSize {
 		e := readSym(st.data[off:off+st.entSize], syms.Class, syms.ByteOrder)
-		if added, err = b.symbol(added, syms, runtime, e, st.strtab); err != nil {
+		if added, err = b.symbol(added, syms, runtime, e, st); err != nil {
 			return err
 		}
 	}
@@ -214,7 +234,7 @@ func readSym(b []byte, class elf.Class, bo binary.ByteOrder) rawSym {
 // symbol adds the symbol of an entry if it passes perf's filters. An
 // entry in a section that does not exist makes perf give up on the whole
 // file; so does this.
-func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, strtab []byte) ([]rec, error) {
+func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, st symbolTable) ([]rec, error) {
 	typ, bind := e.info&0xf, e.info>>4
 	if e.name == 0 || e.shndx == uint16(elf.SHN_UNDEF) {
 		return added, nil
@@ -233,7 +253,7 @@ func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, strtab [
 	default:
 		return added, nil
 	}
-	name, ok := stringAt(strtab, e.name)
+	name, ok := stringAt(st.strtab, e.name)
 	if !ok {
 		return added, nil
 	}
@@ -273,7 +293,11 @@ func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, strtab [
 	if syms.Machine == elf.EM_ARM && typ == typeFunc {
 		start &^= 1 // the Thumb bit
 	}
-	return b.add(added, name, start, start+e.size, bind, typ), nil
+	ref := inFile | nameRef(uint64(st.strtabOff)+uint64(e.name))
+	if st.strtabOff < 0 {
+		ref = b.keep(name)
+	}
+	return b.add(added, name, ref, start, start+e.size, bind, typ), nil
 }
 
 // addPLT names the PLT entries of runtime as perf 6.1 does: .plt holds a
@@ -344,7 +368,8 @@ func (b *builder) addPLT(runtime *elfFile) {
 			e := readSym(st.data[off:off+uint64(st.entSize)], runtime.Class, runtime.ByteOrder)
 			name, _ = stringAt(st.strtab, e.name)
 		}
-		added = b.add(added, b.keep(name, "@plt"), addr, addr+entry, bindGlobal, typeFunc)
+		name = append(slices.Clip(name), "@plt"...)
+		added = b.add(added, name, b.keep(name), addr, addr+entry, bindGlobal, typeFunc)
 		addr += entry
 	}
 	if len(added) > 0 {

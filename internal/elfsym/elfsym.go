@@ -40,10 +40,17 @@
 // are not demangled by perf.
 //
 // Every input is untrusted: malformed files give errors, never panics.
-// A Table is immutable and safe for concurrent use.
+// A Table is safe for concurrent use; Close releases its file.
 package elfsym
 
-import "iter"
+import (
+	"bytes"
+	"io"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+)
 
 // A Symbol is a named address range [Start, End).
 type Symbol struct {
@@ -55,38 +62,50 @@ type Symbol struct {
 }
 
 // A Table is a symbol table sorted by address.
+//
+// A large program has hundreds of thousands of symbols, of which a
+// profile names a few thousand: the table holds 24 bytes per symbol and
+// leaves the names of an ELF file's symbols in the file, reading each the
+// first time it is asked for. Close releases the file.
 type Table struct {
-	// The symbols, compactly: a large program has hundreds of thousands.
+	// The symbols in address order: their starts apart from the rest,
+	// for a binary search with few cache misses.
+	starts  []uint64
 	syms    []entry
-	names   string   // back to back, in the symbols' order
-	modules []string // kallsyms modules; 0 is the kernel
-	// Disjoint, sorted ranges [starts[i], spans[i].end) in which Lookup
-	// finds syms[spans[i].sym]. The starts are a slice of their own for a
-	// search with few cache misses.
-	starts []uint64
-	spans  []span
+	modules []uint16 // by symbol, with kallsyms modules; else nil
+	// A symbol that overlaps no other is what perf finds throughout its
+	// range. Where symbols overlap, perf's answer depends on the shape
+	// of its tree: the answers there are worked out when the table is
+	// made, as disjoint sorted ranges [runStarts[i], runSpans[i].end).
+	inRun     []uint64 // bit set of the symbols that overlap others
+	runStarts []uint64
+	runSpans  []span
+
+	moduleNames []string // kallsyms modules; 0 is the kernel
+	names       nameStore
 
 	path     string
 	buildID  []byte
 	segments []segment
 }
 
-// An entry is a Symbol of a Table: its name ends at nameEnd in the names,
-// where the previous symbol's ends.
+// An entry is the rest of a Symbol of a Table.
 type entry struct {
-	start, end uint64
-	nameEnd    uint32
-	module     uint16
+	end  uint64
+	name nameRef
 }
 
-// symbol returns the k-th symbol.
-func (t *Table) symbol(k int) Symbol {
-	var nameStart uint32
-	if k > 0 {
-		nameStart = t.syms[k-1].nameEnd
+// symbol returns the k-th symbol, or false if its name cannot be read.
+func (t *Table) symbol(k int) (Symbol, bool) {
+	name, ok := t.names.name(t.syms[k].name)
+	if !ok {
+		return Symbol{}, false
 	}
-	e := &t.syms[k]
-	return Symbol{Name: t.names[nameStart:e.nameEnd], Start: e.start, End: e.end, Module: t.modules[e.module]}
+	s := Symbol{Name: name, Start: t.starts[k], End: t.syms[k].end}
+	if t.modules != nil {
+		s.Module = t.moduleNames[t.modules[k]]
+	}
+	return s, true
 }
 
 // A segment maps file offsets [off, off+size) to addresses [addr, ...).
@@ -94,13 +113,23 @@ type segment struct {
 	off, addr, size uint64
 }
 
-// Lookup returns the symbol perf finds at addr.
+// Lookup returns the symbol perf finds at addr. A name that can no longer
+// be read from the file (it was cut short since Open) is no symbol.
 func (t *Table) Lookup(addr uint64) (Symbol, bool) {
-	i := lastAtOrBelow(t.starts, addr)
-	if i < 0 || addr >= t.spans[i].end {
+	k := lastAtOrBelow(t.starts, addr)
+	if k < 0 {
 		return Symbol{}, false
 	}
-	return t.symbol(int(t.spans[i].sym)), true
+	if t.inRun != nil && t.inRun[k/64]&(1<<(k%64)) != 0 {
+		i := lastAtOrBelow(t.runStarts, addr)
+		if i < 0 || addr >= t.runSpans[i].end {
+			return Symbol{}, false
+		}
+		k = int(t.runSpans[i].sym)
+	} else if addr >= reach(t.starts[k], t.syms[k].end) {
+		return Symbol{}, false
+	}
+	return t.symbol(k)
 }
 
 // A span ends a range and tells its symbol.
@@ -128,29 +157,50 @@ func lastAtOrBelow(sorted []uint64, v uint64) int {
 	return base
 }
 
-// add appends a range to t, merging it with the previous one when both
-// lead to the same symbol.
-func (t *Table) add(start, end uint64, sym int32) {
-	if n := len(t.starts); n > 0 && t.spans[n-1] == (span{start, sym}) {
-		t.spans[n-1].end = end
+// addRun appends a range where symbols overlap to t, merging it with the
+// previous one when both lead to the same symbol.
+func (t *Table) addRun(start, end uint64, sym int32) {
+	if n := len(t.runStarts); n > 0 && t.runSpans[n-1] == (span{start, sym}) {
+		t.runSpans[n-1].end = end
 		return
 	}
-	t.starts = append(t.starts, start)
-	t.spans = append(t.spans, span{end, sym})
+	t.runStarts = append(t.runStarts, start)
+	t.runSpans = append(t.runSpans, span{end, sym})
 }
 
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }
 
-// Symbols returns the symbols in address order.
+// Symbols returns the symbols in address order. It reads the names from
+// the file all at once; a symbol whose name cannot be read is left out.
 func (t *Table) Symbols() iter.Seq[Symbol] {
 	return func(yield func(Symbol) bool) {
+		nameOf := t.names.all()
 		for k := range t.syms {
-			if !yield(t.symbol(k)) {
+			name, ok := nameOf(t.syms[k].name)
+			if !ok {
+				continue
+			}
+			s := Symbol{Name: name, Start: t.starts[k], End: t.syms[k].end}
+			if t.modules != nil {
+				s.Module = t.moduleNames[t.modules[k]]
+			}
+			if !yield(s) {
 				return
 			}
 		}
 	}
+}
+
+// Close releases the file the names are read from, if the Table opened
+// it. Names already returned stay valid.
+func (t *Table) Close() error {
+	if t.names.closer == nil {
+		return nil
+	}
+	err := t.names.closer.Close()
+	t.names.closer = nil
+	return err
 }
 
 // Path returns the file the symbols were read from: for Open, the debug
@@ -172,4 +222,96 @@ func (t *Table) Vaddr(fileOffset uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// A nameRef says where a symbol's name is: with inFile set, at that
+// offset of the file, in one of its string tables; else at that offset
+// of the arena. Names end at a NUL or at the end of their string table.
+type nameRef uint64
+
+const inFile nameRef = 1 << 63
+
+// A nameStore holds the names that are not in a file (kallsyms, PLT
+// entries, string tables the file stores compressed), NUL-terminated,
+// and reads the others from the file when first asked for.
+type nameStore struct {
+	arena   string
+	file    io.ReaderAt
+	closer  io.Closer // the file, when the Table opened it
+	strtabs []extent  // where the file's string tables are
+	read    sync.Map  // nameRef -> string: the names read from the file
+}
+
+// An extent is the bytes [off, end) of a file.
+type extent struct{ off, end uint64 }
+
+func (ns *nameStore) name(ref nameRef) (string, bool) {
+	if ref&inFile == 0 {
+		s := ns.arena[ref:]
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		return s, true
+	}
+	if name, ok := ns.read.Load(ref); ok {
+		return name.(string), true
+	}
+	name, ok := ns.readName(uint64(ref &^ inFile))
+	if ok {
+		ns.read.Store(ref, name)
+	}
+	return name, ok
+}
+
+// readName reads the name at off in the file, up to a NUL or the end of
+// its string table.
+func (ns *nameStore) readName(off uint64) (string, bool) {
+	i := slices.IndexFunc(ns.strtabs, func(e extent) bool { return e.off <= off && off < e.end })
+	if i < 0 {
+		return "", false
+	}
+	end := ns.strtabs[i].end
+	buf := make([]byte, 0, min(end-off, 128))
+	for {
+		n := uint64(len(buf))
+		want := min(max(2*n, uint64(cap(buf))), end-off) - n
+		buf = slices.Grow(buf, int(want))[:n+want]
+		if _, err := ns.file.ReadAt(buf[n:], int64(off+n)); err != nil {
+			return "", false
+		}
+		if j := bytes.IndexByte(buf[n:], 0); j >= 0 {
+			return string(buf[:n+uint64(j)]), true
+		}
+		if off+uint64(len(buf)) == end {
+			return string(buf), true
+		}
+	}
+}
+
+// all returns a function that names every symbol with at most one read
+// of each string table, for going through all of them.
+func (ns *nameStore) all() func(nameRef) (string, bool) {
+	tabs := make([][]byte, len(ns.strtabs))
+	for i, e := range ns.strtabs {
+		tabs[i] = make([]byte, e.end-e.off)
+		if _, err := ns.file.ReadAt(tabs[i], int64(e.off)); err != nil {
+			return ns.name // each name is then read on its own
+		}
+	}
+	return func(ref nameRef) (string, bool) {
+		if ref&inFile == 0 {
+			return ns.name(ref)
+		}
+		off := uint64(ref &^ inFile)
+		for i, e := range ns.strtabs {
+			if e.off <= off && off < e.end {
+				s := tabs[i][off-e.off:]
+				if j := bytes.IndexByte(s, 0); j >= 0 {
+					s = s[:j]
+				}
+				return string(s), true
+			}
+		}
+		return "", false
+	}
 }

@@ -328,3 +328,37 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("NewTable of a cut ELF header = %v, want an error naming it", err)
 	}
 }
+
+// TestNamesAfterClose: names stay in the file until looked up; those
+// returned before Close stay valid, the others are no longer found.
+func TestNamesAfterClose(t *testing.T) {
+	node, err := exec.LookPath("node") // a large program with a .symtab
+	if err != nil {
+		t.Skip(err)
+	}
+	tab, err := Open(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read, last Symbol
+	for s := range tab.Symbols() {
+		if read.Name == "" {
+			if got, _ := tab.Lookup(s.Start); got == s && s.Name != "" {
+				read = s
+			}
+		}
+		last = s
+	}
+	if read.Name == "" || read == last {
+		t.Fatalf("%s: no symbol is found at its start", node)
+	}
+	if err := tab.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := tab.Lookup(read.Start); !ok || got != read {
+		t.Errorf("after Close, Lookup(%#x) = %+v, %v; want %+v, read before", read.Start, got, ok, read)
+	}
+	if got, ok := tab.Lookup(last.Start); ok {
+		t.Errorf("after Close, Lookup(%#x) = %+v; the name was not read before", last.Start, got)
+	}
+}

@@ -22,6 +22,10 @@ func checkTable(t *testing.T, tab *Table) {
 				t.Fatalf("Lookup(%#x) = %+v, which does not hold it", addr, got)
 			}
 		}
+		// Lookup reads names one by one, Symbols all at once.
+		if got, ok := tab.Lookup(s.Start); ok && got.Start == s.Start && got.End == s.End && got.Name != s.Name {
+			t.Fatalf("Lookup(%#x) names %+v %q, Symbols %q", s.Start, got, got.Name, s.Name)
+		}
 	}
 }
 

@@ -40,7 +40,11 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := newBuilder(bytes.Count(data, []byte("\n")) + 1)
+	lines := bytes.Count(data, []byte("\n")) + 1
+	b := newBuilder(lines)
+	// A line holds 16 digits of address and 3 more bytes besides its
+	// name, which goes to the arena with a NUL.
+	b.arena = make([]byte, 0, max(len(data)-18*lines, 0))
 	defer b.finishTree()
 	b.treeLater = true
 	modules := make(map[string]uint16)
@@ -67,7 +71,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 		if addr == 0 || !kallsymsType(typ) || len(name) > 0 && name[0] == '$' {
 			continue
 		}
-		added = b.add(added, name, addr, addr, kallsymsBind(typ), kallsymsElfType(typ))
+		added = b.add(added, name, b.keep(name), addr, addr, kallsymsBind(typ), kallsymsElfType(typ))
 		if len(module) > 0 {
 			m, ok := modules[string(module)]
 			if !ok {
@@ -89,7 +93,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 	// where symbols overlap, which they seldom do once their ends are
 	// fixed up.
 	for k := 1; k < len(b.order); k++ {
-		if b.order[k].start < reach(b.order[k-1]) {
+		if b.order[k].start < reach(b.order[k-1].start, b.order[k-1].end) {
 			b.treeLater = false
 			for _, r := range b.order {
 				b.op(treeOp{r.start, r.id})
@@ -97,7 +101,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 			break
 		}
 	}
-	return b.table("kallsyms")
+	return b.table("kallsyms", nil), nil
 }
 
 // parseHex reads a hexadecimal number at the start of b, returning it

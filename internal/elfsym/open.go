@@ -11,59 +11,81 @@ import (
 )
 
 // Open reads the symbols of the ELF file at path, from a separate debug
-// file where perf would take them from one (see the package comment).
+// file where perf would take them from one (see the package comment). The
+// Table keeps that file open for its names until Close.
 func Open(path string) (*Table, error) {
-	runtime, closeRuntime, err := openELF(path)
+	runtime, err := openELF(path)
 	if err != nil {
 		return nil, err
 	}
-	defer closeRuntime()
+	defer runtime.close()
 
 	// dso__load goes through the candidates in order and takes the first
 	// with a .symtab for the symbols and the first with a .dynsym for
 	// the runtime file; the file itself comes after the debug files.
 	syms := runtime
 	for _, name := range debugFiles(runtime) {
-		f, closeF, err := openELF(name)
+		f, err := openELF(name)
 		if err != nil {
 			continue
 		}
 		// perf rejects a debug file of another build.
 		if f.symtab != nil && (runtime.buildID == nil || bytes.Equal(f.buildID, runtime.buildID)) {
 			syms = f
-			defer closeF()
+			defer f.close()
 			break
 		}
-		closeF()
+		f.close()
 	}
 	if runtime.dynsym == nil && syms != runtime {
 		// Without a .dynsym the file is not a runtime candidate: perf
 		// then uses the symbol file for both.
 		runtime = syms
 	}
-	return load(syms, runtime)
+	t, err := load(syms, runtime)
+	if err != nil {
+		return nil, err
+	}
+	t.names.closer, syms.file = syms.file, nil // the Table's now
+	return t, nil
 }
 
-// openELF opens path as an ELF file, returning a function that closes it.
-// The file is mapped: its symbol tables, tens of megabytes in large
-// programs, are then read in place rather than copied to the heap.
-func openELF(path string) (*elfFile, func(), error) {
-	if fi, err := os.Stat(path); err != nil {
-		return nil, nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("elfsym: %s: not a regular file", path)
-	}
-	m, err := mapfile.Open(path)
+// openELF opens path as an ELF file. The file is mapped: its symbol
+// tables, tens of megabytes in large programs, are then read in place
+// rather than copied to the heap. Names are read from the file later on.
+func openELF(path string) (*elfFile, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("elfsym: %s: not a regular file", path)
+		}
+		return nil, err
+	}
+	m, err := mapfile.Map(f)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
 	ef, err := newELF(bytes.NewReader(m.Data), path)
 	if err != nil {
 		m.Close()
-		return nil, nil, err
+		f.Close()
+		return nil, err
 	}
-	ef.mapped = m.Data
-	return ef, func() { m.Close() }, nil
+	ef.mapped, ef.mapping, ef.file, ef.names = m.Data, m, f, f
+	return ef, nil
+}
+
+// close unmaps the file and closes it, unless a Table took it over.
+func (f *elfFile) close() {
+	f.mapping.Close()
+	if f.file != nil {
+		f.file.Close()
+	}
 }
 
 // debugFiles lists where perf looks for a debug file of f, in its order

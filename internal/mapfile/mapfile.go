@@ -4,6 +4,7 @@
 package mapfile
 
 import (
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,11 @@ func Open(name string) (*Mapping, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return Map(f)
+}
+
+// Map is Open for a file already open, which stays open.
+func Map(f *os.File) (*Mapping, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -34,7 +40,7 @@ func Open(name string) (*Mapping, error) {
 			return &Mapping{Data: data, mapped: true}, nil
 		}
 	}
-	data, err := os.ReadFile(name)
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,9 @@ type Space struct {
 	anon   *Module
 	opts   Options
 	dumps  []*Module
+	// tables are the symbol tables loaded, for Close.
+	tables   []*elfsym.Table
+	tablesMu sync.Mutex
 	// sameKernel tells that the recording was made on the running
 	// kernel, whose kallsyms and vDSO are then the recorded ones.
 	sameKernel bool
@@ -472,12 +475,16 @@ func (s *Space) loadSymbols(m *Module) {
 		}
 		if m.BuildID != nil && t.BuildID() != nil && !bytes.Equal(m.BuildID, t.BuildID()) {
 			s.opts.Warn(fmt.Errorf("%s: build-id %x differs from the recorded %x: the file changed since the recording, its symbols are not used", m.Name, t.BuildID(), m.BuildID))
+			t.Close()
 			return
 		}
 	default:
 		return
 	}
 	m.table = t
+	s.tablesMu.Lock()
+	s.tables = append(s.tables, t)
+	s.tablesMu.Unlock()
 }
 
 // perfMap returns the module of p's perf map, or nil when it has none.
@@ -519,13 +526,20 @@ func (s *Space) Comm(tid uint32, t uint64) string {
 	return c[max(i-1, 0)].name
 }
 
-// Close unmaps the dumps. Frames found before keep their names only if the
-// caller copied them.
+// Close unmaps the dumps and closes the files symbol names are read from.
+// Frames found before keep their names only if the caller copied those of
+// jitted functions.
 func (s *Space) Close() error {
 	var errs []error
 	for _, m := range s.dumps {
 		errs = append(errs, m.Dump.Close())
 	}
+	s.tablesMu.Lock()
+	for _, t := range s.tables {
+		errs = append(errs, t.Close())
+	}
+	s.tables = nil
+	s.tablesMu.Unlock()
 	return errors.Join(errs...)
 }
 

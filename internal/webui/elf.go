@@ -32,6 +32,7 @@ func openELF(path string) (*elfFile, error) {
 	}
 	f, err := elf.Open(path)
 	if err != nil {
+		syms.Close()
 		return nil, err
 	}
 	return &elfFile{path: path, f: f, syms: syms}, nil

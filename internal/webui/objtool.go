@@ -105,6 +105,7 @@ func (t *objTool) close() {
 	defer t.mu.Unlock()
 	for _, ef := range t.elfs {
 		ef.f.Close()
+		ef.syms.Close()
 	}
 }
 
