@@ -126,17 +126,20 @@ func (b *builder) keep(name []byte) nameRef {
 	return ref
 }
 
-// add records a new symbol, named name, which is at ref, and queues its
-// insertion into the tree. The symbols added are then put in the address
-// order by insert.
-func (b *builder) add(added []rec, name []byte, ref nameRef, start, end uint64, bind, typ uint8) []rec {
-	id := int32(len(b.info))
-	b.info = append(b.info, symInfo{
+// describe tells what perf looks at in a symbol's name, which is at ref.
+func describe(name []byte, ref nameRef, bind, typ uint8) symInfo {
+	return symInfo{
 		name: ref, nameLen: uint32(min(len(name), math.MaxUint32)), bind: bind, typ: typ,
 		underscores: leadingUnderscores(name),
 		sysAlias:    bytes.HasPrefix(name, []byte("SyS")) || bytes.HasPrefix(name, []byte("compat_SyS")),
-	})
-	b.op(treeOp{start, id})
+	}
+}
+
+// add records a new symbol. The symbols added are then inserted by
+// insert.
+func (b *builder) add(added []rec, info symInfo, start, end uint64) []rec {
+	id := int32(len(b.info))
+	b.info = append(b.info, info)
 	return append(added, rec{start, end, id})
 }
 
@@ -144,6 +147,9 @@ func (b *builder) add(added []rec, name []byte, ref nameRef, start, end uint64, 
 // address order, each after the symbols already at its address, as perf
 // inserts symbols into its tree.
 func (b *builder) insert(added []rec) {
+	for _, r := range added {
+		b.op(treeOp{r.start, r.id})
+	}
 	sortRecs(added)
 	if len(b.order) == 0 {
 		b.order = added

@@ -4,61 +4,51 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/jitprof/jitprof/internal/mapfile"
 )
 
 // NewTable reads the symbols of the ELF file r, named path in errors and
-// by Path, without looking for debug files.
-// Names are read from r when they are first looked up: it must stay
-// readable while the Table is used.
+// by Path, without looking for debug files. Names are read from r when
+// they are first looked up: it must stay readable while the Table is used.
 func NewTable(r io.ReaderAt, path string) (*Table, error) {
-	f, err := newELF(r, path)
+	size := int64(-1)
+	if s, ok := r.(interface{ Size() int64 }); ok {
+		size = s.Size()
+	}
+	f, err := newELF(r, path, size)
 	if err != nil {
 		return nil, err
 	}
-	f.names = r
 	return load(f, f)
 }
 
 // elfFile is an ELF file with the sections perf looks up by name.
+//
+// Its symbol and string tables, tens of megabytes in large programs, are
+// read a window at a time, neither mapped nor held whole: a profiler
+// that reads them should not look bigger than the program it profiles.
 type elfFile struct {
 	*elf.File
+	r       io.ReaderAt
+	size    int64 // of the file; -1 when not known
 	path    string
 	symtab  *elf.Section
 	dynsym  *elf.Section
 	buildID []byte
-	mapped  []byte      // the whole file, when it is mapped
-	names   io.ReaderAt // where names are read from once the symbols are loaded
-
-	mapping *mapfile.Mapping // with Open: the mapping and the open file
-	file    *os.File
+	file    *os.File // when Open opened it, until a Table takes it over
 }
 
-// sectionData returns the contents of s: in place when the file is mapped
-// and s is stored as it is, else a copy.
-func (f *elfFile) sectionData(s *elf.Section) ([]byte, error) {
-	if f.mapped != nil && s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_COMPRESSED == 0 {
-		if s.Offset > uint64(len(f.mapped)) || s.Size > uint64(len(f.mapped))-s.Offset {
-			return nil, fmt.Errorf("section %s at %#x, %d bytes, runs past the end of the file", s.Name, s.Offset, s.Size)
-		}
-		return f.mapped[s.Offset : s.Offset+s.Size], nil
-	}
-	return s.Data()
-}
-
-func newELF(r io.ReaderAt, path string) (*elfFile, error) {
+func newELF(r io.ReaderAt, path string, size int64) (*elfFile, error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
 		return nil, fmt.Errorf("elfsym: %s: %w", path, err)
 	}
-	ef := &elfFile{File: f, path: path}
+	ef := &elfFile{File: f, r: r, size: size, path: path}
 	// perf takes the first section of each name, and only if its type
 	// is right (symsrc__init).
 	if s := f.Section(".symtab"); s != nil && s.Type == elf.SHT_SYMTAB {
@@ -73,6 +63,30 @@ func newELF(r io.ReaderAt, path string) (*elfFile, error) {
 
 func (f *elfFile) errorf(format string, args ...any) error {
 	return fmt.Errorf("elfsym: %s: "+format, append([]any{f.path}, args...)...)
+}
+
+// stored tells whether s is in the file as it is (not compressed, not
+// NOBITS), checking that it is all there.
+func (f *elfFile) stored(s *elf.Section) (bool, error) {
+	if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 {
+		return false, nil
+	}
+	if f.size >= 0 && (s.Offset > uint64(f.size) || s.Size > uint64(f.size)-s.Offset) {
+		return false, f.errorf("section %s at %#x, %d bytes, runs past the end of the file", s.Name, s.Offset, s.Size)
+	}
+	return true, nil
+}
+
+// readerAt returns a random-access reader of s's contents.
+func (f *elfFile) readerAt(s *elf.Section) (io.ReaderAt, error) {
+	if ok, err := f.stored(s); err != nil || ok {
+		return s, err
+	}
+	data, err := s.Data()
+	if err != nil {
+		return nil, f.errorf("%s: %v", s.Name, err)
+	}
+	return bytes.NewReader(data), nil
 }
 
 // readBuildID returns the GNU build-id note, looked for in the sections
@@ -128,7 +142,7 @@ func load(syms, runtime *elfFile) (*Table, error) {
 			return nil, err
 		}
 		tables = append(tables, st)
-		n += len(st.data) / st.entSize
+		n += st.len()
 	}
 	if len(tables) == 0 {
 		return nil, syms.errorf("no symbol table")
@@ -141,103 +155,139 @@ func load(syms, runtime *elfFile) (*Table, error) {
 		}
 	}
 	b.addPLT(runtime)
-	t := b.table(syms.path, syms.names)
+	t := b.table(syms.path, syms.r)
 	t.buildID = runtime.buildID
 	t.segments = segments(runtime.File)
 	return t, nil
 }
 
-// A symbolTable is the contents of a symbol table and its strings.
+// A symbolTable is a symbol table section and its string table.
 type symbolTable struct {
-	data, strtab []byte
-	entSize      int
-	// strtabOff is where the strings are in the file, or -1 when the
-	// file does not hold them as they are (compressed).
-	strtabOff int64
+	syms, strs *elf.Section
+	entSize    int
+	// storedLen is the size of syms when the file holds it as it is,
+	// a bound on its number of symbols; else -1.
+	storedLen int64
+	// strsStored tells that the file holds the strings as they are:
+	// names can then stay there.
+	strsStored bool
 }
 
 func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
-	st := symbolTable{entSize: 24}
+	st := symbolTable{syms: sec, entSize: 24, storedLen: -1}
 	if f.Class == elf.ELFCLASS32 {
 		st.entSize = 16
-	}
-	var err error
-	if st.data, err = f.sectionData(sec); err != nil {
-		return st, f.errorf("%s: %v", sec.Name, err)
 	}
 	if int(sec.Link) >= len(f.Sections) {
 		return st, f.errorf("%s: bad string table index %d", sec.Name, sec.Link)
 	}
-	strs := f.Sections[sec.Link]
-	if st.strtab, err = f.sectionData(strs); err != nil {
-		return st, f.errorf("%s: strings: %v", sec.Name, err)
+	st.strs = f.Sections[sec.Link]
+	ok, err := f.stored(sec)
+	if err != nil {
+		return st, err
 	}
-	st.strtabOff = -1
-	if strs.Type != elf.SHT_NOBITS && strs.Flags&elf.SHF_COMPRESSED == 0 && strs.Offset <= math.MaxInt64-strs.Size {
-		st.strtabOff = int64(strs.Offset)
+	if ok {
+		st.storedLen = int64(sec.Size)
 	}
-	return st, nil
+	st.strsStored, err = f.stored(st.strs)
+	return st, err
 }
 
-// addSymbols loads one symbol table as dso__load_sym_internal does.
-func (b *builder) addSymbols(syms, runtime *elfFile, st symbolTable) error {
-	added := make([]rec, 0, len(st.data)/st.entSize)
-	if st.strtabOff >= 0 {
-		b.strtabs = append(b.strtabs, extent{uint64(st.strtabOff), uint64(st.strtabOff) + uint64(len(st.strtab))})
+// len returns about how many symbols st has: exactly, unless the file
+// does not hold them as they are, when the header's claim is not taken
+// for more than a guess.
+func (st symbolTable) len() int {
+	if st.storedLen >= 0 {
+		return int(st.storedLen) / st.entSize
 	}
-	var err error
-	for off := 0; off+st.entSize <= len(st.data); off += st.entSize {
-		e := readSym(st.data[off:off+st.entSize], syms.Class, syms.ByteOrder)
-		if added, err = b.symbol(added, syms, runtime, e, st); err != nil {
-			return err
+	return min(int(st.syms.Size/uint64(st.entSize)), 1<<16)
+}
+
+// addSymbols loads one symbol table as dso__load_sym_internal does, in
+// three passes: over the symbols, then over their names in the order of
+// the string table, then adding them to the tree in their order.
+func (b *builder) addSymbols(syms, runtime *elfFile, st symbolTable) error {
+	first := int32(len(b.info))
+	added, bad, err := b.readSymbols(syms, runtime, st)
+	if err != nil {
+		return err
+	}
+	skip, err := b.readNames(syms, st, first, bad)
+	if err != nil {
+		return err
+	}
+	kept := added[:0]
+	for _, r := range added {
+		switch bad := bad[r.id]; {
+		case skip[r.id]:
+		case bad != nil:
+			return bad.in.errorf("symbol %q in section %d of %d", bad.name, bad.section, len(bad.in.Sections))
+		default:
+			kept = append(kept, r)
 		}
 	}
-	if len(added) == 0 {
+	if len(kept) == 0 {
 		return nil
 	}
-	b.insert(added)
+	b.insert(kept)
 	b.fixupEnd(false)
 	b.fixupDuplicate()
 	return nil
 }
 
-// rawSym is an ELF symbol table entry.
-type rawSym struct {
-	name        uint32
-	info, other uint8
-	shndx       uint16
-	value, size uint64
+// A badSymbol is in a section that is in neither the symbol file nor the
+// runtime file, which makes perf give up on the whole file.
+type badSymbol struct {
+	section uint16
+	in      *elfFile
+	name    string
 }
 
-// stringAt returns the NUL-terminated string at off in a string table,
-// or false when off is past its end.
-func stringAt(strtab []byte, off uint32) ([]byte, bool) {
-	if int(off) >= len(strtab) {
-		return nil, false
+// readSymbols adds st's symbols that perf keeps, as far as that can be
+// told without their names: the offset of its name in st's strings stands
+// for each name until readNames reads it.
+func (b *builder) readSymbols(syms, runtime *elfFile, st symbolTable) ([]rec, map[int32]*badSymbol, error) {
+	r := st.syms.Open()
+	buf := make([]byte, st.entSize*4096)
+	added := make([]rec, 0, st.len())
+	var bad map[int32]*badSymbol
+	var read uint64
+	for {
+		n, err := io.ReadFull(r, buf)
+		read += uint64(n)
+		for off := 0; off+st.entSize <= n; off += st.entSize {
+			e := readSym(buf[off:off+st.entSize], syms.Class, syms.ByteOrder)
+			start, end, problem, ok := perfKeeps(syms, runtime, e, st.strs.Size)
+			if !ok {
+				continue
+			}
+			typ, bind := e.info&0xf, e.info>>4
+			added = b.add(added, symInfo{name: nameRef(e.name), bind: bind, typ: typ}, start, end)
+			if problem != nil {
+				if bad == nil {
+					bad = make(map[int32]*badSymbol)
+				}
+				bad[added[len(added)-1].id] = problem
+			}
+		}
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			if st.storedLen >= 0 && read < st.syms.Size {
+				return nil, nil, syms.errorf("section %s at %#x, %d bytes, runs past the end of the file", st.syms.Name, st.syms.Offset, st.syms.Size)
+			}
+			return added, bad, nil
+		case err != nil:
+			return nil, nil, syms.errorf("%s: %v", st.syms.Name, err)
+		}
 	}
-	s := strtab[off:]
-	if i := bytes.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
-	}
-	return s, true
 }
 
-func readSym(b []byte, class elf.Class, bo binary.ByteOrder) rawSym {
-	if class == elf.ELFCLASS32 {
-		return rawSym{name: bo.Uint32(b), value: uint64(bo.Uint32(b[4:])), size: uint64(bo.Uint32(b[8:])),
-			info: b[12], other: b[13], shndx: bo.Uint16(b[14:])}
-	}
-	return rawSym{name: bo.Uint32(b), info: b[4], other: b[5], shndx: bo.Uint16(b[6:]),
-		value: bo.Uint64(b[8:]), size: bo.Uint64(b[16:])}
-}
-
-// symbol adds the symbol of an entry if it passes perf's filters. An
-// entry in a section that does not exist makes perf give up on the whole
-// file; so does this.
-func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, st symbolTable) ([]rec, error) {
-	typ, bind := e.info&0xf, e.info>>4
-	if e.name == 0 || e.shndx == uint16(elf.SHN_UNDEF) {
-		return added, nil
+// perfKeeps applies perf's filters to a symbol table entry, but for the
+// ones on names, and returns the symbol's range.
+func perfKeeps(syms, runtime *elfFile, e rawSym, strsSize uint64) (start, end uint64, bad *badSymbol, ok bool) {
+	typ := e.info & 0xf
+	if e.name == 0 || e.shndx == uint16(elf.SHN_UNDEF) || uint64(e.name) >= strsSize {
+		return 0, 0, nil, false
 	}
 	// Untyped symbols count as labels, but only if visible and in a
 	// text or data section, checked below.
@@ -248,56 +298,179 @@ func (b *builder) symbol(added []rec, syms, runtime *elfFile, e rawSym, st symbo
 		vis := elf.SymVis(e.other & 3)
 		label = e.shndx != uint16(elf.SHN_ABS) && vis != elf.STV_HIDDEN && vis != elf.STV_INTERNAL
 		if !label {
-			return added, nil
+			return 0, 0, nil, false
 		}
 	default:
-		return added, nil
-	}
-	name, ok := stringAt(st.strtab, e.name)
-	if !ok {
-		return added, nil
-	}
-	// Mapping symbols mark code and data in ARM and RISC-V code.
-	switch syms.Machine {
-	case elf.EM_ARM, elf.EM_AARCH64:
-		if len(name) >= 2 && name[0] == '$' && strings.IndexByte("adtx", name[1]) >= 0 && (len(name) == 2 || name[2] == '.') {
-			return added, nil
-		}
-	case elf.EM_RISCV:
-		if len(name) >= 2 && name[0] == '$' && (name[1] == 'd' || name[1] == 'x') {
-			return added, nil
-		}
+		return 0, 0, nil, false
 	}
 	if e.shndx == uint16(elf.SHN_ABS) {
-		return added, nil
+		return 0, 0, nil, false
 	}
 	if int(e.shndx) >= len(syms.Sections) {
-		return nil, syms.errorf("symbol %q in section %d of %d", name, e.shndx, len(syms.Sections))
+		return 0, 0, &badSymbol{section: e.shndx, in: syms}, true
 	}
 	sec := syms.Sections[e.shndx]
 	if sec.Flags&elf.SHF_ALLOC == 0 {
-		return added, nil
+		return 0, 0, nil, false
 	}
 	// A debug file keeps the headers of the sections it strips, as
 	// NOBITS: the runtime file has the real ones.
 	if sec.Type == elf.SHT_NOBITS {
 		if int(e.shndx) >= len(runtime.Sections) {
-			return nil, runtime.errorf("symbol %q in section %d of %d", name, e.shndx, len(runtime.Sections))
+			return 0, 0, &badSymbol{section: e.shndx, in: runtime}, true
 		}
 		sec = runtime.Sections[e.shndx]
 	}
 	if label && !strings.Contains(sec.Name, "text") && !strings.Contains(sec.Name, "data") {
-		return added, nil
+		return 0, 0, nil, false
 	}
-	start := e.value
+	start = e.value
 	if syms.Machine == elf.EM_ARM && typ == typeFunc {
 		start &^= 1 // the Thumb bit
 	}
-	ref := inFile | nameRef(uint64(st.strtabOff)+uint64(e.name))
-	if st.strtabOff < 0 {
-		ref = b.keep(name)
+	return start, start + e.size, nil, true
+}
+
+// readNames reads the names of the symbols from first on, which stand for
+// them by their offsets in st's strings, in the order of the strings, one
+// window of them at a time. It fills in what perf looks at in names, and
+// returns the symbols perf skips for their names (mapping symbols).
+func (b *builder) readNames(syms *elfFile, st symbolTable, first int32, bad map[int32]*badSymbol) (map[int32]bool, error) {
+	infos := b.info[first:]
+	order := make([]uint64, len(infos))
+	for i, info := range infos {
+		order[i] = uint64(info.name)<<32 | uint64(i)
 	}
-	return b.add(added, name, ref, start, start+e.size, bind, typ), nil
+	slices.Sort(order)
+	if len(infos) > 0 && st.strsStored {
+		b.strtabs = append(b.strtabs, extent{st.strs.Offset, st.strs.Offset + st.strs.Size})
+	}
+	var skip map[int32]bool
+	strs := stringReader{r: st.strs.Open(), size: st.strs.Size}
+	for _, o := range order {
+		id, off := first+int32(uint32(o)), o>>32
+		info := &b.info[id]
+		name, err := strs.at(off)
+		if err != nil {
+			return nil, syms.errorf("%s: %v", st.strs.Name, err)
+		}
+		if isMappingSymbol(syms.Machine, name) {
+			if skip == nil {
+				skip = make(map[int32]bool)
+			}
+			skip[id] = true
+		}
+		ref := inFile | nameRef(st.strs.Offset+off)
+		if !st.strsStored {
+			ref = b.keep(name)
+		}
+		*info = describe(name, ref, info.bind, info.typ)
+		if bad := bad[id]; bad != nil {
+			bad.name = string(name)
+		}
+	}
+	return skip, nil
+}
+
+// isMappingSymbol tells whether name marks code or data in ARM or RISC-V
+// code, which perf skips.
+func isMappingSymbol(m elf.Machine, name []byte) bool {
+	switch m {
+	case elf.EM_ARM, elf.EM_AARCH64:
+		return len(name) >= 2 && name[0] == '$' && strings.IndexByte("adtx", name[1]) >= 0 && (len(name) == 2 || name[2] == '.')
+	case elf.EM_RISCV:
+		return len(name) >= 2 && name[0] == '$' && (name[1] == 'd' || name[1] == 'x')
+	}
+	return false
+}
+
+// A stringReader reads the strings of a string table at increasing
+// offsets, through a window that slides along the table.
+type stringReader struct {
+	r    io.ReadSeeker
+	size uint64
+	buf  []byte // the table's bytes [off, off+len(buf))
+	off  uint64
+}
+
+// at returns the string at off, up to a NUL or the end of the table; off
+// is no lower than in the call before.
+func (sr *stringReader) at(off uint64) ([]byte, error) {
+	for {
+		if off >= sr.off && off-sr.off < uint64(len(sr.buf)) {
+			s := sr.buf[off-sr.off:]
+			if i := bytes.IndexByte(s, 0); i >= 0 {
+				return s[:i], nil
+			}
+			if sr.off+uint64(len(sr.buf)) == sr.size {
+				return s, nil
+			}
+			// The string goes on past the window: move it to off,
+			// and make it larger if the string fills it.
+			if off == sr.off {
+				sr.buf = slices.Grow(sr.buf, len(sr.buf))
+			}
+			sr.off, sr.buf = off, sr.buf[:copy(sr.buf, s)]
+		} else {
+			if sr.buf == nil {
+				sr.buf = make([]byte, 0, 256<<10)
+			}
+			if _, err := sr.r.Seek(int64(off), io.SeekStart); err != nil {
+				return nil, err
+			}
+			sr.off, sr.buf = off, sr.buf[:0]
+		}
+		n := len(sr.buf)
+		want := min(uint64(cap(sr.buf)-n), sr.size-(sr.off+uint64(n)))
+		m, err := io.ReadFull(sr.r, sr.buf[n:n+int(want)])
+		sr.buf = sr.buf[:n+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("ends at %d of its %d bytes", sr.off+uint64(len(sr.buf)), sr.size)
+			}
+			return nil, err
+		}
+	}
+}
+
+// readString reads the string at off of r, up to a NUL or end.
+func readString(r io.ReaderAt, off, end uint64) ([]byte, error) {
+	if off >= end {
+		return nil, fmt.Errorf("string at %d, past the end of its table at %d", off, end)
+	}
+	buf := make([]byte, 0, min(end-off, 128))
+	for {
+		n := len(buf)
+		buf = buf[:min(uint64(cap(buf)), end-off)]
+		m, err := r.ReadAt(buf[n:], int64(off)+int64(n))
+		if i := bytes.IndexByte(buf[n:n+m], 0); i >= 0 {
+			return buf[:n+i], nil
+		}
+		if buf = buf[:n+m]; uint64(len(buf)) == end-off {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		buf = slices.Grow(buf, len(buf))
+	}
+}
+
+// rawSym is an ELF symbol table entry.
+type rawSym struct {
+	name        uint32
+	info, other uint8
+	shndx       uint16
+	value, size uint64
+}
+
+func readSym(b []byte, class elf.Class, bo binary.ByteOrder) rawSym {
+	if class == elf.ELFCLASS32 {
+		return rawSym{name: bo.Uint32(b), value: uint64(bo.Uint32(b[4:])), size: uint64(bo.Uint32(b[8:])),
+			info: b[12], other: b[13], shndx: bo.Uint16(b[14:])}
+	}
+	return rawSym{name: bo.Uint32(b), info: b[4], other: b[5], shndx: bo.Uint16(b[6:]),
+		value: bo.Uint64(b[8:]), size: bo.Uint64(b[16:])}
 }
 
 // addPLT names the PLT entries of runtime as perf 6.1 does: .plt holds a
@@ -323,12 +496,20 @@ func (b *builder) addPLT(runtime *elfFile) {
 	if rel.Type != elf.SHT_RELA && rel.Type != elf.SHT_REL {
 		return
 	}
-	relData, err := runtime.sectionData(rel)
+	relData, err := rel.Data()
 	if err != nil {
 		return
 	}
 	st, err := runtime.symbolTable(dynsym)
-	if err != nil || len(st.strtab) == 0 {
+	if err != nil || st.strs.Size == 0 {
+		return
+	}
+	entries, err := runtime.readerAt(dynsym)
+	if err != nil {
+		return
+	}
+	strs, err := runtime.readerAt(st.strs)
+	if err != nil {
 		return
 	}
 	header, entry := plt.Entsize, plt.Entsize
@@ -355,6 +536,7 @@ func (b *builder) addPLT(runtime *elfFile) {
 	}
 	addr := plt.Addr + header
 	var added []rec
+	sym := make([]byte, st.entSize)
 	for i := uint64(0); i < n; i++ {
 		var symIdx uint64
 		r := relData[i*uint64(relSize):]
@@ -364,12 +546,14 @@ func (b *builder) addPLT(runtime *elfFile) {
 			symIdx = runtime.ByteOrder.Uint64(r[8:]) >> 32
 		}
 		var name []byte
-		if off := symIdx * uint64(st.entSize); off+uint64(st.entSize) <= uint64(len(st.data)) {
-			e := readSym(st.data[off:off+uint64(st.entSize)], runtime.Class, runtime.ByteOrder)
-			name, _ = stringAt(st.strtab, e.name)
+		if symIdx < dynsym.Size/uint64(st.entSize) {
+			if _, err := entries.ReadAt(sym, int64(symIdx)*int64(st.entSize)); err == nil {
+				e := readSym(sym, runtime.Class, runtime.ByteOrder)
+				name, _ = readString(strs, uint64(e.name), st.strs.Size)
+			}
 		}
-		name = append(slices.Clip(name), "@plt"...)
-		added = b.add(added, name, b.keep(name), addr, addr+entry, bindGlobal, typeFunc)
+		name = append(name, "@plt"...)
+		added = b.add(added, describe(name, b.keep(name), bindGlobal, typeFunc), addr, addr+entry)
 		addr += entry
 	}
 	if len(added) > 0 {

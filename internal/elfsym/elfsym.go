@@ -263,29 +263,14 @@ func (ns *nameStore) name(ref nameRef) (string, bool) {
 	return name, ok
 }
 
-// readName reads the name at off in the file, up to a NUL or the end of
-// its string table.
+// readName reads the name at off in the file.
 func (ns *nameStore) readName(off uint64) (string, bool) {
 	i := slices.IndexFunc(ns.strtabs, func(e extent) bool { return e.off <= off && off < e.end })
 	if i < 0 {
 		return "", false
 	}
-	end := ns.strtabs[i].end
-	buf := make([]byte, 0, min(end-off, 128))
-	for {
-		n := uint64(len(buf))
-		want := min(max(2*n, uint64(cap(buf))), end-off) - n
-		buf = slices.Grow(buf, int(want))[:n+want]
-		if _, err := ns.file.ReadAt(buf[n:], int64(off+n)); err != nil {
-			return "", false
-		}
-		if j := bytes.IndexByte(buf[n:], 0); j >= 0 {
-			return string(buf[:n+uint64(j)]), true
-		}
-		if off+uint64(len(buf)) == end {
-			return string(buf), true
-		}
-	}
+	name, err := readString(ns.file, off, ns.strtabs[i].end)
+	return string(name), err == nil
 }
 
 // all returns a function that names every symbol with at most one read

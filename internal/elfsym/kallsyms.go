@@ -71,7 +71,7 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 		if addr == 0 || !kallsymsType(typ) || len(name) > 0 && name[0] == '$' {
 			continue
 		}
-		added = b.add(added, name, b.keep(name), addr, addr, kallsymsBind(typ), kallsymsElfType(typ))
+		added = b.add(added, describe(name, b.keep(name), kallsymsBind(typ), kallsymsElfType(typ)), addr, addr)
 		if len(module) > 0 {
 			m, ok := modules[string(module)]
 			if !ok {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/jitprof/jitprof/internal/mapfile"
 )
 
 // Open reads the symbols of the ELF file at path, from a separate debug
@@ -50,39 +48,30 @@ func Open(path string) (*Table, error) {
 	return t, nil
 }
 
-// openELF opens path as an ELF file. The file is mapped: its symbol
-// tables, tens of megabytes in large programs, are then read in place
-// rather than copied to the heap. Names are read from the file later on.
+// openELF opens path as an ELF file.
 func openELF(path string) (*elfFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		if err == nil {
-			err = fmt.Errorf("elfsym: %s: not a regular file", path)
-		}
-		return nil, err
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("elfsym: %s: not a regular file", path)
 	}
-	m, err := mapfile.Map(f)
+	var ef *elfFile
+	if err == nil {
+		ef, err = newELF(f, path, fi.Size())
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	ef, err := newELF(bytes.NewReader(m.Data), path)
-	if err != nil {
-		m.Close()
-		f.Close()
-		return nil, err
-	}
-	ef.mapped, ef.mapping, ef.file, ef.names = m.Data, m, f, f
+	ef.file = f
 	return ef, nil
 }
 
-// close unmaps the file and closes it, unless a Table took it over.
+// close closes the file, unless a Table took it over.
 func (f *elfFile) close() {
-	f.mapping.Close()
 	if f.file != nil {
 		f.file.Close()
 	}
@@ -116,10 +105,12 @@ func debugLink(f *elfFile) string {
 	if s == nil {
 		return ""
 	}
-	data, err := f.sectionData(s)
+	data, err := s.Data()
 	if err != nil {
 		return ""
 	}
-	link, _ := stringAt(data, 0)
-	return string(link)
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		data = data[:i]
+	}
+	return string(data)
 }
