@@ -1,11 +1,21 @@
 package jitdump
 
-import "github.com/jitprof/jitprof/internal/mapfile"
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/jitprof/jitprof/internal/mapfile"
+)
 
 // File is a jitdump file mapped into memory and read in place.
 type File struct {
 	*Reader
 	mapping *mapfile.Mapping
+	file    *os.File
+
+	mu     sync.Mutex // guards reread
+	reread Reader     // decodes for RecordAt
 }
 
 // Open maps the named file and returns a File reading it without copying.
@@ -13,18 +23,24 @@ type File struct {
 // A file that cannot be mapped (a pipe, say) is read into memory instead.
 // A runtime may still be appending: Open sees the bytes present when called.
 func Open(name string) (*File, error) {
-	m, err := mapfile.Open(name)
+	f, err := os.Open(name)
 	if err != nil {
+		return nil, err
+	}
+	m, err := mapfile.Map(f)
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	r, err := NewBytesReader(m.Data)
 	if err != nil {
 		m.Close()
+		f.Close()
 		r := Reader{name: name}
 		return nil, r.named(err)
 	}
 	r.SetName(name)
-	return &File{Reader: r, mapping: m}, nil
+	return &File{Reader: r, mapping: m, file: f, reread: Reader{hdr: r.hdr, name: name}}, nil
 }
 
 // Evict drops the file's pages read so far from the process's resident
@@ -33,8 +49,34 @@ func Open(name string) (*File, error) {
 // uses few of its functions.
 func (f *File) Evict() { f.mapping.Evict() }
 
+// RecordAt reads the record at offset off again, from the file rather than
+// its mapping: after Evict, it does not bring the file's pages back into
+// the process's memory (the kernel maps a fault's neighbours too). The
+// record's strings and slices are its own, valid after Close.
+func (f *File) RecordAt(off int64) (Record, error) {
+	if off < int64(f.hdr.Size) || off > int64(len(f.data))-RecordHeaderSize {
+		return nil, f.named(&FormatError{Off: off, Msg: fmt.Sprintf("no record at offset %d of %d bytes", off, len(f.data))})
+	}
+	var head [RecordHeaderSize]byte
+	if _, err := f.file.ReadAt(head[:], off); err != nil {
+		return nil, f.named(err)
+	}
+	size := int64(f.hdr.ByteOrder.Uint32(head[4:]))
+	if size < RecordHeaderSize || size > int64(len(f.data))-off {
+		return nil, f.named(&FormatError{Off: off, Msg: fmt.Sprintf("record of %d bytes at offset %d of %d bytes", size, off, len(f.data))})
+	}
+	b := make([]byte, size)
+	if _, err := f.file.ReadAt(b, off); err != nil {
+		return nil, f.named(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reread.decode(off, b), nil
+}
+
 // Close releases the mapping; records read from the File must not be used after it.
 func (f *File) Close() error {
 	f.Reader.data = nil
+	f.file.Close()
 	return f.mapping.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -418,5 +419,57 @@ func TestReuseRecord(t *testing.T) {
 	}
 	if loads[0] != loads[len(loads)-1] {
 		t.Errorf("CODE_LOADs read into %p and %p, want one record reused", loads[0], loads[len(loads)-1])
+	}
+}
+
+// TestRecordAt: a File reads each record again at its offset, the same as
+// in its pass, in records of their own that outlive Close; offsets where no
+// record starts, or whose size runs past the end, are errors.
+func TestRecordAt(t *testing.T) {
+	want := sample()
+	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		data := encode(t, jitdump.Header{ByteOrder: order, Size: 48, Pid: 1}, want)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := jitdump.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs, again []jitdump.Record
+		for rec, err := f.Next(); err == nil; rec, err = f.Next() {
+			recs = append(recs, rec)
+			a, err := f.RecordAt(rec.Header().Offset)
+			if err != nil {
+				t.Fatalf("%v: RecordAt(%d): %v", order, rec.Header().Offset, err)
+			}
+			again = append(again, a)
+		}
+		if len(recs) != len(want) {
+			t.Fatalf("%v: %d records, want %d", order, len(recs), len(want))
+		}
+		for i := range recs {
+			if g, w := describe(again[i]), describe(recs[i]); g != w {
+				t.Errorf("%v: record %d read again: %s\nwant %s", order, i, g, w)
+			}
+		}
+		before := make([]string, len(again))
+		for i, rec := range again {
+			before[i] = describe(rec)
+		}
+		for _, off := range []int64{0, 47, int64(len(data)), int64(len(data)) - 8, -1} {
+			if rec, err := f.RecordAt(off); err == nil {
+				t.Errorf("%v: RecordAt(%d) = %s, want an error", order, off, describe(rec))
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, rec := range again {
+			if g := describe(rec); g != before[i] {
+				t.Errorf("%v: record %d after Close: %s, want %s", order, i, g, before[i])
+			}
+		}
 	}
 }

@@ -24,6 +24,8 @@ const JITBuildID = "jitdump"
 // flag set since the profile is complete and pprof must not re-symbolize
 // it.
 func (a *aggregator) result() (*Result, error) {
+	// What only the lookups needed goes before the profile takes room.
+	a.nodeIDs, a.locIDs, a.lookups, a.matches = nil, nil, nil, nil
 	p := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: a.event, Unit: a.unit}},
 		DefaultSampleType: "samples",
@@ -140,8 +142,7 @@ func (a *aggregator) result() (*Result, error) {
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
 		Frames: a.frames,
 	}
-	// What only the lookups needed goes before the samples take room.
-	a.nodeIDs, a.locIDs, a.lookups, a.names, a.matches = nil, nil, nil, nil, nil
+	a.names = nil
 	var err error
 	if a.profileOnly {
 		err = a.space.Close()

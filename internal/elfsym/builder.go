@@ -21,9 +21,10 @@ type builder struct {
 	treeDone  chan *rbTree
 	treeLater bool // drop tree operations: the caller fills the tree itself
 
-	arena   []byte   // names that are not in the file, NUL-terminated
-	strtabs []extent // the file's string tables that names refer to
-	modules []string // kallsyms modules; 0 is the kernel
+	arena    []byte   // names that are not in the file, NUL-terminated
+	strtabs  []extent // the file's string tables that names refer to
+	modules  []string // kallsyms modules; 0 is the kernel
+	moduleOf []uint16 // by id, index in modules; nil for ELF files
 }
 
 // A rec is a live symbol's place in the address order.
@@ -39,9 +40,8 @@ type symInfo struct {
 	name        nameRef
 	nameLen     uint32
 	bind, typ   uint8
-	module      uint16 // index in builder.modules
-	underscores uint8  // leading, up to 255
-	sysAlias    bool   // SyS..., compat_SyS...
+	underscores uint8 // leading, up to 255
+	sysAlias    bool  // SyS..., compat_SyS...
 }
 
 // A treeOp inserts symbol id, starting at start, into the tree, or, if
@@ -179,7 +179,7 @@ func (b *builder) fixupEnd(kallsyms bool) {
 		if prev.end != prev.start {
 			continue
 		}
-		if kallsyms && b.info[prev.id].module != b.info[o[k].id].module {
+		if kallsyms && b.module(prev.id) != b.module(o[k].id) {
 			prev.end = roundUp(prev.end+4096, 4096)
 		} else {
 			prev.end = o[k].start
@@ -188,6 +188,14 @@ func (b *builder) fixupEnd(kallsyms bool) {
 	if n := len(o); n > 0 && o[n-1].end == o[n-1].start {
 		o[n-1].end = roundUp(o[n-1].start, 4096) + 4096
 	}
+}
+
+// module returns the index of symbol id's kallsyms module.
+func (b *builder) module(id int32) uint16 {
+	if int(id) < len(b.moduleOf) {
+		return b.moduleOf[id]
+	}
+	return 0
 }
 
 func roundUp(x, to uint64) uint64 { return (x + to - 1) / to * to }
@@ -268,7 +276,7 @@ func (b *builder) table(path string, names io.ReaderAt) *Table {
 		info := &b.info[r.id]
 		t.starts[k], t.syms[k] = r.start, entry{end: r.end, name: info.name}
 		if t.modules != nil {
-			t.modules[k] = info.module
+			t.modules[k] = b.module(r.id)
 		}
 	}
 	b.flattenRuns(t)

@@ -82,7 +82,10 @@ func ParseKallsyms(r io.Reader) (*Table, error) {
 				b.modules = append(b.modules, string(module))
 				modules[string(module)] = m
 			}
-			b.info[len(b.info)-1].module = m
+			for len(b.moduleOf) < len(b.info) {
+				b.moduleOf = append(b.moduleOf, 0)
+			}
+			b.moduleOf[len(b.info)-1] = m
 		}
 	}
 	b.insert(added)

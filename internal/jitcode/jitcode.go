@@ -22,6 +22,8 @@ type Function struct {
 	// Inlines are the method instances inlined into the function's code
 	// (jitprof's extension record), in file order; see InlineChain.
 	Inlines []*jitdump.InlineInfo
+
+	file *jitdump.File // the dump, for Lines
 }
 
 // Event places a function at an address from a time on: its load, or a move.
@@ -82,7 +84,7 @@ func Read(path string) (*Dump, error) {
 			// A name is looked at for every sample in the function; kept
 			// in the mapping it would bring a page of code back per name.
 			r.Name = strings.Clone(r.Name)
-			fn := &Function{CodeLoad: r, Debug: debug, Unwind: unwind}
+			fn := &Function{CodeLoad: r, Debug: debug, Unwind: unwind, file: f}
 			debug, unwind = nil, nil
 			d.Functions = append(d.Functions, fn)
 			byIndex[r.CodeIndex] = fn

@@ -13,14 +13,24 @@ import (
 type Lines []jitdump.DebugEntry
 
 // Lines returns fn's line table, with the bias LLVM's listener adds to
-// every address removed (jitdump.CodeLoad.LineBias). It is built on each call.
+// every address removed (jitdump.CodeLoad.LineBias). It is built on each
+// call, from the dump's DEBUG_INFO read again from the file: the dump's
+// pages, dropped once it was indexed, stay out of memory.
 func (fn *Function) Lines() Lines {
 	if fn.Debug == nil {
 		return nil
 	}
+	debug := fn.Debug
+	if fn.file != nil {
+		if rec, err := fn.file.RecordAt(debug.Offset); err == nil {
+			if d, ok := rec.(*jitdump.DebugInfo); ok {
+				debug = d
+			}
+		}
+	}
 	bias := fn.LineBias()
 	var l Lines
-	for e := range fn.Debug.Entries() {
+	for e := range debug.Entries() {
 		e.Addr -= bias
 		l = append(l, e)
 	}
