@@ -165,16 +165,16 @@ func load(syms, runtime *elfFile) (*Table, error) {
 type symbolTable struct {
 	syms, strs *elf.Section
 	entSize    int
-	// storedLen is the size of syms when the file holds it as it is,
-	// a bound on its number of symbols; else -1.
-	storedLen int64
-	// strsStored tells that the file holds the strings as they are:
-	// names can then stay there.
-	strsStored bool
+	// symsStored and strsStored tell that the file holds the symbols,
+	// the strings, as they are: names can then stay there.
+	symsStored, strsStored bool
+	// count is how many symbols there are, when the file's size bounds
+	// what the header claims; else -1.
+	count int
 }
 
 func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
-	st := symbolTable{syms: sec, entSize: 24, storedLen: -1}
+	st := symbolTable{syms: sec, entSize: 24, count: -1}
 	if f.Class == elf.ELFCLASS32 {
 		st.entSize = 16
 	}
@@ -182,23 +182,23 @@ func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
 		return st, f.errorf("%s: bad string table index %d", sec.Name, sec.Link)
 	}
 	st.strs = f.Sections[sec.Link]
-	ok, err := f.stored(sec)
-	if err != nil {
+	var err error
+	if st.symsStored, err = f.stored(sec); err != nil {
 		return st, err
 	}
-	if ok {
-		st.storedLen = int64(sec.Size)
+	if st.symsStored && f.size >= 0 {
+		st.count = int(sec.Size) / st.entSize
 	}
 	st.strsStored, err = f.stored(st.strs)
 	return st, err
 }
 
-// len returns about how many symbols st has: exactly, unless the file
-// does not hold them as they are, when the header's claim is not taken
-// for more than a guess.
+// len returns about how many symbols st has: exactly when the file's size
+// bounds the header's claim, which is otherwise not taken for more than
+// a guess.
 func (st symbolTable) len() int {
-	if st.storedLen >= 0 {
-		return int(st.storedLen) / st.entSize
+	if st.count >= 0 {
+		return st.count
 	}
 	return min(int(st.syms.Size/uint64(st.entSize)), 1<<16)
 }
@@ -248,7 +248,7 @@ type badSymbol struct {
 // for each name until readNames reads it.
 func (b *builder) readSymbols(syms, runtime *elfFile, st symbolTable) ([]rec, map[int32]*badSymbol, error) {
 	r := st.syms.Open()
-	buf := make([]byte, st.entSize*4096)
+	buf := make([]byte, st.entSize*int(min(4096, max(st.syms.Size/uint64(st.entSize), 1))))
 	added := make([]rec, 0, st.len())
 	var bad map[int32]*badSymbol
 	var read uint64
@@ -272,7 +272,7 @@ func (b *builder) readSymbols(syms, runtime *elfFile, st symbolTable) ([]rec, ma
 		}
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
-			if st.storedLen >= 0 && read < st.syms.Size {
+			if st.symsStored && read < st.syms.Size {
 				return nil, nil, syms.errorf("section %s at %#x, %d bytes, runs past the end of the file", st.syms.Name, st.syms.Offset, st.syms.Size)
 			}
 			return added, bad, nil
@@ -413,7 +413,7 @@ func (sr *stringReader) at(off uint64) ([]byte, error) {
 			sr.off, sr.buf = off, sr.buf[:copy(sr.buf, s)]
 		} else {
 			if sr.buf == nil {
-				sr.buf = make([]byte, 0, 256<<10)
+				sr.buf = make([]byte, 0, min(256<<10, sr.size))
 			}
 			if _, err := sr.r.Seek(int64(off), io.SeekStart); err != nil {
 				return nil, err
