@@ -20,6 +20,7 @@ declare -A package_of=(
 	[make]=make
 	[g++]=g++
 	[chromium]=chromium
+	[/usr/bin/time]=time # not bash's keyword: GNU time, for peak memory
 )
 missing=()
 for cmd in "${!package_of[@]}"; do
