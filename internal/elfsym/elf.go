@@ -248,7 +248,7 @@ type badSymbol struct {
 // for each name until readNames reads it.
 func (b *builder) readSymbols(syms, runtime *elfFile, st symbolTable) ([]rec, map[int32]*badSymbol, error) {
 	r := st.syms.Open()
-	buf := make([]byte, st.entSize*int(min(4096, max(st.syms.Size/uint64(st.entSize), 1))))
+	buf := make([]byte, st.entSize*min(4096, max(st.len(), 1)))
 	added := make([]rec, 0, st.len())
 	var bad map[int32]*badSymbol
 	var read uint64

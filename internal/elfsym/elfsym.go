@@ -95,9 +95,10 @@ type entry struct {
 	name nameRef
 }
 
-// symbol returns the k-th symbol, or false if its name cannot be read.
-func (t *Table) symbol(k int) (Symbol, bool) {
-	name, ok := t.names.name(t.syms[k].name)
+// symbol returns the k-th symbol, named by nameOf, or false if its name
+// cannot be read.
+func (t *Table) symbol(k int, nameOf func(nameRef) (string, bool)) (Symbol, bool) {
+	name, ok := nameOf(t.syms[k].name)
 	if !ok {
 		return Symbol{}, false
 	}
@@ -129,7 +130,7 @@ func (t *Table) Lookup(addr uint64) (Symbol, bool) {
 	} else if addr >= reach(t.starts[k], t.syms[k].end) {
 		return Symbol{}, false
 	}
-	return t.symbol(k)
+	return t.symbol(k, t.names.name)
 }
 
 // A span ends a range and tells its symbol.
@@ -177,15 +178,7 @@ func (t *Table) Symbols() iter.Seq[Symbol] {
 	return func(yield func(Symbol) bool) {
 		nameOf := t.names.all()
 		for k := range t.syms {
-			name, ok := nameOf(t.syms[k].name)
-			if !ok {
-				continue
-			}
-			s := Symbol{Name: name, Start: t.starts[k], End: t.syms[k].end}
-			if t.modules != nil {
-				s.Module = t.moduleNames[t.modules[k]]
-			}
-			if !yield(s) {
+			if s, ok := t.symbol(k, nameOf); ok && !yield(s) {
 				return
 			}
 		}
@@ -247,30 +240,30 @@ type extent struct{ off, end uint64 }
 
 func (ns *nameStore) name(ref nameRef) (string, bool) {
 	if ref&inFile == 0 {
-		s := ns.arena[ref:]
-		if i := strings.IndexByte(s, 0); i >= 0 {
-			s = s[:i]
-		}
-		return s, true
+		name, _, _ := strings.Cut(ns.arena[ref:], "\x00")
+		return name, true
 	}
 	if name, ok := ns.read.Load(ref); ok {
 		return name.(string), true
 	}
-	name, ok := ns.readName(uint64(ref &^ inFile))
-	if ok {
-		ns.read.Store(ref, name)
-	}
-	return name, ok
-}
-
-// readName reads the name at off in the file.
-func (ns *nameStore) readName(off uint64) (string, bool) {
-	i := slices.IndexFunc(ns.strtabs, func(e extent) bool { return e.off <= off && off < e.end })
+	off := uint64(ref &^ inFile)
+	i := ns.strtab(off)
 	if i < 0 {
 		return "", false
 	}
-	name, err := readString(ns.file, off, ns.strtabs[i].end)
-	return string(name), err == nil
+	b, err := readString(ns.file, off, ns.strtabs[i].end)
+	if err != nil {
+		return "", false
+	}
+	name := string(b)
+	ns.read.Store(ref, name)
+	return name, true
+}
+
+// strtab returns the index of the string table that holds the file's
+// offset off, or -1.
+func (ns *nameStore) strtab(off uint64) int {
+	return slices.IndexFunc(ns.strtabs, func(e extent) bool { return e.off <= off && off < e.end })
 }
 
 // all returns a function that names every symbol with at most one read
@@ -284,19 +277,12 @@ func (ns *nameStore) all() func(nameRef) (string, bool) {
 		}
 	}
 	return func(ref nameRef) (string, bool) {
-		if ref&inFile == 0 {
+		off := uint64(ref &^ inFile)
+		i := ns.strtab(off)
+		if ref&inFile == 0 || i < 0 {
 			return ns.name(ref)
 		}
-		off := uint64(ref &^ inFile)
-		for i, e := range ns.strtabs {
-			if e.off <= off && off < e.end {
-				s := tabs[i][off-e.off:]
-				if j := bytes.IndexByte(s, 0); j >= 0 {
-					s = s[:j]
-				}
-				return string(s), true
-			}
-		}
-		return "", false
+		name, _, _ := bytes.Cut(tabs[i][off-ns.strtabs[i].off:], []byte{0})
+		return string(name), true
 	}
 }

@@ -35,7 +35,8 @@ const ksymNameLen = 512
 // next begins, but the last of the kernel or of a module only takes the
 // rest of its page and the next.
 func ParseKallsyms(r io.Reader) (*Table, error) {
-	// Reading it all first lets the names stay where they are read.
+	// Reading it all first tells how many symbols there are and how much
+	// room their names take.
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err

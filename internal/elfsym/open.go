@@ -109,8 +109,6 @@ func debugLink(f *elfFile) string {
 	if err != nil {
 		return ""
 	}
-	if i := bytes.IndexByte(data, 0); i >= 0 {
-		data = data[:i]
-	}
-	return string(data)
+	link, _, _ := bytes.Cut(data, []byte{0})
+	return string(link)
 }
