@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -258,14 +258,14 @@ func TestIttjitEvents(t *testing.T) {
 	}
 
 	// What the report will show: the chain inlined at an address.
-	d, err := jitcode.Read(path)
+	d, err := dumpindex.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	eps := d.Functions[6]
 	chain := eps.InlineChain(run.base + 0x525)
-	wantChain := []jitcode.InlineFrame{{Name: "inl_b", File: "b.src", Line: 21}, {Name: "inl_c", File: "c.src"}}
+	wantChain := []dumpindex.InlineFrame{{Name: "inl_b", File: "b.src", Line: 21}, {Name: "inl_c", File: "c.src"}}
 	if !slices.Equal(chain, wantChain) {
 		t.Errorf("inline chain at +0x525: %+v, want %+v", chain, wantChain)
 	}
@@ -289,7 +289,7 @@ func TestIttjitThreads(t *testing.T) {
 	}
 	path := onlyDump(t, dir)
 	readDump(t, path)
-	d, err := jitcode.Read(path)
+	d, err := dumpindex.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestIttjitPHP(t *testing.T) {
 		t.Errorf("perf inject wrote %d images for %d loads", len(images), len(names))
 	}
 
-	res, err := analyze.Run(analyze.Options{Input: data, Options: symbolizeWarn(t)})
+	res, err := perfprof.Run(perfprof.Options{Input: data, Options: symbolizeWarn(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestIttjitInlineProfile(t *testing.T) {
 		return []frame{outer(12)}
 	}
 
-	res, err := analyze.Run(analyze.Options{Input: data, Options: symbolizeWarn(t)})
+	res, err := perfprof.Run(perfprof.Options{Input: data, Options: symbolizeWarn(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

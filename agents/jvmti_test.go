@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/symbolize"
-	"github.com/jitprof/jitprof/internal/symname"
+	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -254,7 +254,7 @@ func TestJVMTIDump(t *testing.T) {
 				}
 				methods, _ := checkJavaDump(t, jdk.name, onlyDump(t, dir), p, lines)
 				for name := range methods {
-					if d := symname.Demangle(name); d == name || strings.ContainsAny(d, ";/") {
+					if d := demangle.Name(name); d == name || strings.ContainsAny(d, ";/") {
 						t.Errorf("%s demangles to %q", name, d)
 					}
 				}
@@ -283,7 +283,7 @@ func TestJVMTIProfile(t *testing.T) {
 				t.Errorf("perf inject wrote %d images", len(images))
 			}
 
-			res, err := analyze.Run(analyze.Options{Input: data, Options: symbolizeWarn(t)})
+			res, err := perfprof.Run(perfprof.Options{Input: data, Options: symbolizeWarn(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -380,7 +380,7 @@ func checkLinesUnlessNoTable(t *testing.T, jdk string, methods map[string][]load
 			}
 			cls := strings.ReplaceAll(name[1:strings.IndexByte(name, ';')], "/", ".")
 			// perf's demangler writes constructors as Class<init>().
-			d := strings.Replace(symname.Demangle(name), cls+"<init>", cls+".<init>", 1)
+			d := strings.Replace(demangle.Name(name), cls+"<init>", cls+".<init>", 1)
 			without[cls] = append(without[cls], d)
 		}
 	}

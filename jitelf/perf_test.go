@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // TestPerfPackedImage checks, with perf itself, that an MMAP2 event whose
@@ -31,7 +31,7 @@ func TestPerfPackedImage(t *testing.T) {
 	fields := []string{"script", "-F", "pid,ip,sym,symoff,dso", "-i"}
 	before := string(fixtures.Perf(t, append(fields, injected)...))
 
-	d, err := jitcode.Read(rec.Dumps[0])
+	d, err := dumpindex.Read(rec.Dumps[0])
 	if err != nil {
 		t.Fatal(err)
 	}

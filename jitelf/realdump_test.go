@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // functionsOf turns a dump's loads into Functions, as jitprof inject does.
-func functionsOf(d *jitcode.Dump) []Function {
+func functionsOf(d *dumpindex.Dump) []Function {
 	fns := make([]Function, len(d.Functions))
 	for i, f := range d.Functions {
 		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind}
@@ -33,7 +33,7 @@ func TestRealDumps(t *testing.T) {
 	for _, rt := range fixtures.Runtimes {
 		t.Run(string(rt), func(t *testing.T) {
 			t.Parallel()
-			d, err := jitcode.Read(fixtures.Dump(t, rt))
+			d, err := dumpindex.Read(fixtures.Dump(t, rt))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestRealDumps(t *testing.T) {
 // expectedRows is an independent statement of the rule for entries outside
 // their function: of those before it, the last moves to its start unless
 // an entry is there already; those at or past its end go.
-func expectedRows(fn *jitcode.Function, bias uint64) []wantRow {
+func expectedRows(fn *dumpindex.Code, bias uint64) []wantRow {
 	if fn.Debug == nil {
 		return nil
 	}
@@ -178,7 +178,7 @@ func checkRealLines(t *testing.T, f *elf.File, img *image, rows [][]wantRow) {
 func TestLikePerf(t *testing.T) {
 	rec := fixtures.Record(t, fixtures.Python)
 	fixtures.Inject(t, rec)
-	d, err := jitcode.Read(rec.Dumps[0])
+	d, err := dumpindex.Read(rec.Dumps[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +225,6 @@ func TestLikePerf(t *testing.T) {
 }
 
 // imagePath is where perf inject put the image of d's i-th function.
-func imagePath(rec fixtures.Recording, d *jitcode.Dump, i int) string {
+func imagePath(rec fixtures.Recording, d *dumpindex.Dump, i int) string {
 	return filepath.Join(filepath.Dir(rec.Dumps[0]), fmt.Sprintf("jitted-%d-%d.so", d.Header.Pid, d.Functions[i].CodeIndex))
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/perfdata"
@@ -81,7 +81,7 @@ func firstSampleTime(path string) (uint64, error) {
 // run runs the report once per stage: it narrows the sample filter to
 // each stage in turn and hands the results, in --stage order, to out.
 // Without stages it runs once, unnamed.
-func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(names []string, results []*analyze.Result) error) error {
+func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(names []string, results []*perfprof.Result) error) error {
 	stages, err := parseStages(s.specs)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -92,7 +92,7 @@ func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(name
 			return err
 		}
 		defer res.Close()
-		return out([]string{""}, []*analyze.Result{res})
+		return out([]string{""}, []*perfprof.Result{res})
 	}
 	if err := samples.setFilter(); err != nil {
 		return err
@@ -101,7 +101,7 @@ func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(name
 	userStart, userEnd := flt.Start, flt.End
 	var first uint64
 	var names []string
-	var results []*analyze.Result
+	var results []*perfprof.Result
 	defer func() {
 		for _, r := range results {
 			r.Close()
@@ -138,7 +138,7 @@ func (s *stageFlags) run(cmd *cobra.Command, samples *sampleFlags, out func(name
 // writeStaged writes the reports of several stages as one: text in one
 // section per stage, JSON as an array of {"stage", "report"}, folded
 // stacks under a root frame "[stage NAME]". One stage is written as it is.
-func writeStaged(w io.Writer, format string, names []string, results []*analyze.Result, write func(io.Writer, *profile.Profile) error) error {
+func writeStaged(w io.Writer, format string, names []string, results []*perfprof.Result, write func(io.Writer, *profile.Profile) error) error {
 	if len(results) == 1 {
 		return write(w, results[0].Profile)
 	}
@@ -191,7 +191,7 @@ func writeStaged(w io.Writer, format string, names []string, results []*analyze.
 // the symbol file they share, an ELF file or, for kaffe-as, Kaffe's
 // assembler file (with Kaffe's file names, xgmon.out and
 // kaffe-jit-symbols.s).
-func writeGmon(dir, format string, names []string, results []*analyze.Result) ([]string, error) {
+func writeGmon(dir, format string, names []string, results []*perfprof.Result) ([]string, error) {
 	prog, profiles, err := gmon.FromResults(results...)
 	if err != nil {
 		return nil, err
@@ -241,7 +241,7 @@ func (s *stageFlags) report(cmd *cobra.Command, samples *sampleFlags, format, ou
 		// which only the frames tell.
 		samples.opts.ProfileOnly, samples.opts.PerFunction = false, false
 	}
-	return s.run(cmd, samples, func(names []string, results []*analyze.Result) error {
+	return s.run(cmd, samples, func(names []string, results []*perfprof.Result) error {
 		if forGprof {
 			if err := os.MkdirAll(output, 0o755); err != nil {
 				return &exitError{code: 1, err: err}

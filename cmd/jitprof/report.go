@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/atomicfile"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/report"
 	"github.com/jitprof/jitprof/internal/webui"
 	"github.com/spf13/cobra"
@@ -24,7 +24,7 @@ import (
 // sampleFlags are the flags of every command that reads samples: where the
 // recording and its dumps are, and which samples to keep.
 type sampleFlags struct {
-	opts       analyze.Options
+	opts       perfprof.Options
 	pids, tids []uint
 	comms      []string
 	timeRange  string
@@ -47,7 +47,7 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 }
 
 // analyze reads the recording with the flags' filter.
-func (s *sampleFlags) analyze(cmd *cobra.Command) (*analyze.Result, error) {
+func (s *sampleFlags) analyze(cmd *cobra.Command) (*perfprof.Result, error) {
 	if err := s.setFilter(); err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *sampleFlags) setFilter() error {
 }
 
 // run reads the recording with the filter as set.
-func (s *sampleFlags) run(cmd *cobra.Command) (*analyze.Result, error) {
+func (s *sampleFlags) run(cmd *cobra.Command) (*perfprof.Result, error) {
 	// The analysis's heap is mostly long-lived tables (symbols, dumps,
 	// the calling context tree): collecting when it has grown by a
 	// quarter rather than doubled costs about 5% of the time and keeps the
@@ -90,7 +90,7 @@ func (s *sampleFlags) run(cmd *cobra.Command) (*analyze.Result, error) {
 			fmt.Fprintln(stderr, "jitprof: warning:", err)
 		}
 	}
-	res, err := analyze.Run(s.opts)
+	res, err := perfprof.Run(s.opts)
 	if err != nil {
 		return nil, &exitError{code: 1, err: err}
 	}
@@ -246,10 +246,10 @@ parts of the run on their own: by time, or as the program marked them.`,
 }
 
 // serve runs pprof's web UI on the profile until ctx ends.
-func serve(ctx context.Context, cmd *cobra.Command, res *analyze.Result, addr string, browser bool) error {
-	dumps := make(map[string]*jitcode.Dump)
+func serve(ctx context.Context, cmd *cobra.Command, res *perfprof.Result, addr string, browser bool) error {
+	dumps := make(map[string]*dumpindex.Dump)
 	for _, m := range res.Space.Dumps() {
-		dumps[m.Name] = m.Dump
+		dumps[m.Name] = m.Dump.Dump
 	}
 	return webui.Serve(ctx, res.Profile, webui.Options{
 		HostPort: addr, Dumps: dumps, OpenBrowser: browser,

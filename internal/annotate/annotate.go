@@ -17,9 +17,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/disasm"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -39,7 +39,7 @@ type instance struct {
 
 // Write annotates every sampled instance of the function named symbol (its
 // demangled or raw name), the most sampled first.
-func Write(w io.Writer, res *analyze.Result, symbol string, o Options) error {
+func Write(w io.Writer, res *perfprof.Result, symbol string, o Options) error {
 	instances, err := find(res, symbol)
 	if err != nil {
 		return err
@@ -57,7 +57,7 @@ func Write(w io.Writer, res *analyze.Result, symbol string, o Options) error {
 }
 
 // find gathers the self samples of the instances of symbol.
-func find(res *analyze.Result, symbol string) ([]*instance, error) {
+func find(res *perfprof.Result, symbol string) ([]*instance, error) {
 	type key struct {
 		module *symbolize.Module
 		start  uint64
@@ -150,7 +150,7 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 	if err != nil {
 		return err
 	}
-	var lines jitcode.Lines // jitted code only
+	var lines dumpindex.Lines // jitted code only
 	if sym.JIT != nil {
 		lines = sym.JIT.Lines()
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // lookup knows one symbol, "fn", at [0x1000, 0x1100).
@@ -115,7 +115,7 @@ var objdumpLine = regexp.MustCompile(`^\s*([0-9a-f]+):\t[0-9a-f ]+\t`)
 // golang.org/x/arch follows an older objdump.
 func TestObjdumpBoundaries(t *testing.T) {
 	objdump := fixtures.LookPath(t, "objdump")
-	d, err := jitcode.Read(fixtures.Dump(t, fixtures.Node))
+	d, err := dumpindex.Read(fixtures.Dump(t, fixtures.Node))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@
 //
 // Addresses are the file's virtual addresses; Vaddr turns the file
 // offsets of samples into them. Names are raw, as in the file (PLT names
-// are the raw name plus "@plt"): symname.Demangle turns them into what
+// are the raw name plus "@plt"): demangle.Demangle turns them into what
 // perf report shows.
 //
 // Open looks for the symbols where perf does, first in separate debug

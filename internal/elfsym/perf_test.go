@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/symname"
+	"github.com/jitprof/jitprof/internal/demangle"
 )
 
 // These tests record real programs with perf and check that every address
@@ -148,7 +148,7 @@ func compareWithPerf(t *testing.T, data string) agreement {
 			if s, found := tab.Lookup(addr); found {
 				raw, name = s.Name, s.Name
 				if f.dso != "[kernel.kallsyms]" {
-					name = symname.Demangle(s.Name)
+					name = demangle.Name(s.Name)
 				}
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // incarnation tells function incarnations apart: a name at a start in a
@@ -27,13 +27,13 @@ type incarnation struct {
 // once.
 //
 // Functions are named as the report names them (demangled). The results
-// must keep their Frames (not analyze.Options.ProfileOnly): the profile
+// must keep their Frames (not perfprof.Options.ProfileOnly): the profile
 // alone does not tell where a function starts, how long it is, nor which
 // code_index it was.
-func FromResults(results ...*analyze.Result) (*Program, []*Profile, error) {
+func FromResults(results ...*perfprof.Result) (*Program, []*Profile, error) {
 	prog := &Program{}
 	index := make(map[incarnation]int)
-	funcOf := func(res *analyze.Result, loc *profile.Location) (PC, bool) {
+	funcOf := func(res *perfprof.Result, loc *profile.Location) (PC, bool) {
 		fr := res.Frames[loc.ID-1]
 		if fr.Symbol.Name == "" || len(loc.Line) == 0 {
 			return PC{}, false
@@ -58,7 +58,7 @@ func FromResults(results ...*analyze.Result) (*Program, []*Profile, error) {
 	var profiles []*Profile
 	for _, res := range results {
 		if res.Frames == nil {
-			return nil, nil, errors.New("gmon: the analysis kept no frames (analyze.Options.ProfileOnly)")
+			return nil, nil, errors.New("gmon: the analysis kept no frames (perfprof.Options.ProfileOnly)")
 		}
 		prof := &Profile{Samples: make(map[PC]uint64), Arcs: make(map[Arc]uint64)}
 		prof.Rate, prof.Dimension = rate(res.Profile)

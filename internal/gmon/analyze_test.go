@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/report"
@@ -18,9 +18,9 @@ import (
 
 // gprofFiles analyses a recording and writes what --format gmon writes:
 // the ELF symbol file and gmon.out, in a temporary directory.
-func gprofFiles(t *testing.T, data string) (res *analyze.Result, prog *gmon.Program, symbols, gmonOut string) {
+func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Program, symbols, gmonOut string) {
 	t.Helper()
-	res, err := analyze.Run(analyze.Options{Input: data})
+	res, err := perfprof.Run(perfprof.Options{Input: data})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func gprofFiles(t *testing.T, data string) (res *analyze.Result, prog *gmon.Prog
 // textShares is each symbol's share in percent in jitprof report's text
 // output sorted by symbol; addresses no symbol names count together as
 // _unaccounted_, as gprof shows them.
-func textShares(t *testing.T, p *report.Options, res *analyze.Result) map[string]float64 {
+func textShares(t *testing.T, p *report.Options, res *perfprof.Result) map[string]float64 {
 	t.Helper()
 	var b bytes.Buffer
 	if err := report.Text(&b, res.Profile, *p); err != nil {

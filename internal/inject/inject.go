@@ -13,17 +13,15 @@ package inject
 import (
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/jitelf"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
@@ -58,18 +56,10 @@ type Result struct {
 	ImageBytes int64 // their size
 }
 
-// marker is a dump's marker mapping as recorded.
-type marker struct {
-	path string // as the recording saw it
-	pid  uint32
-	time uint64      // of the mapping
-	dump *dumpImages // nil when the dump could not be used
-}
-
 // dumpImages is a dump and the images its functions went to.
 type dumpImages struct {
-	dump   *jitcode.Dump
-	images map[*jitcode.Function]placed
+	dump   *jitsources.Dump
+	images map[*dumpindex.Code]placed
 }
 
 // placed says where a function's code is in which image.
@@ -106,13 +96,13 @@ func Run(opts Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	markers, conv, err := findMarkers(scan.Reader)
+	jit, err := jitsources.Scan(scan.Reader, nil)
 	scan.Close()
 	if err != nil {
 		return res, err
 	}
-	if len(markers) > 0 {
-		if err := jitcode.CheckClock(in.Attrs()); err != nil {
+	if len(jit.Markers) > 0 {
+		if err := jitsources.CheckClock(in.Attrs()); err != nil {
 			return res, fmt.Errorf("%s: %w", opts.Input, err)
 		}
 	}
@@ -127,12 +117,19 @@ func Run(opts Options) (Result, error) {
 		return res, err
 	}
 
-	dumps := loadDumps(markers, opts)
-	defer func() {
-		for _, d := range dumps {
-			d.dump.Close()
+	jit.Load(opts.DumpDirs, opts.Warn)
+	defer jit.Close()
+	dumps := make([]*dumpImages, len(jit.Dumps))
+	markers := make(map[int64]marked, len(jit.Markers))
+	for _, m := range jit.Markers {
+		markers[m.Offset] = marked{Marker: m} // a dump not used: no images
+	}
+	for i, d := range jit.Dumps {
+		dumps[i] = &dumpImages{dump: d, images: make(map[*dumpindex.Code]placed, len(d.Functions))}
+		for _, m := range d.Markers {
+			markers[m.Offset] = marked{m, dumps[i]}
 		}
-	}()
+	}
 	if res, err = writeImages(dumps, dir, opts); err != nil {
 		return res, err
 	}
@@ -150,7 +147,7 @@ func Run(opts Options) (Result, error) {
 			}
 		}
 	}
-	e := emitter{in: in.Reader, out: out, markers: markers, conv: conv, injected: make(map[uint32]bool), hideAnon: hideAnonSince(markers)}
+	e := emitter{in: in.Reader, out: out, jit: jit, markers: markers, injected: make(map[injectedKey]bool)}
 	if err := out.Copy(in.Reader, e.keep); err != nil {
 		out.Abort()
 		return res, err
@@ -159,74 +156,11 @@ func Run(opts Options) (Result, error) {
 	return res, out.Close()
 }
 
-// findMarkers returns the marker mappings by their record's offset, and the
-// recording's TIME_CONV, if any.
-func findMarkers(r *perfdata.Reader) (map[int64]*marker, *perfdata.TimeConv, error) {
-	markers := make(map[int64]*marker)
-	var conv *perfdata.TimeConv
-	for {
-		raw, err := r.NextRaw()
-		if err != nil {
-			if err == io.EOF {
-				return markers, conv, nil
-			}
-			return nil, nil, err
-		}
-		switch raw.Type() {
-		case perfdata.TypeMmap, perfdata.TypeMmap2, perfdata.TypeTimeConv:
-		default:
-			continue
-		}
-		rec := r.Decode(raw)
-		if tc, ok := rec.(*perfdata.TimeConv); ok {
-			c := *tc
-			conv = &c
-			continue
-		}
-		if pid, filename, tr := mapping(rec); jitcode.IsMarker(filename) {
-			markers[raw.Offset] = &marker{path: strings.Clone(filename), pid: pid, time: tr.Time} // outlives the scan's mapping
-		}
-	}
-}
-
-// mapping returns what inject reads of an MMAP or MMAP2 record; zeros for
-// any other record, an *Invalid one among them.
-func mapping(rec perfdata.Record) (pid uint32, filename string, tr perfdata.Trailer) {
-	switch r := rec.(type) {
-	case *perfdata.Mmap:
-		return r.Pid, r.Filename, r.Trailer
-	case *perfdata.Mmap2:
-		return r.Pid, r.Filename, r.Trailer
-	}
-	return 0, "", perfdata.Trailer{}
-}
-
-// loadDumps reads each marked dump once and ties its markers to it.
-func loadDumps(markers map[int64]*marker, opts Options) []*dumpImages {
-	byPath := make(map[string][]*marker)
-	for _, m := range markers {
-		byPath[m.path] = append(byPath[m.path], m)
-	}
-	paths := slices.Sorted(maps.Keys(byPath))
-	var dumps []*dumpImages
-	for i, d := range jitcode.ReadAll(paths, opts.DumpDirs, opts.Warn) {
-		if d == nil {
-			continue
-		}
-		di := &dumpImages{dump: d, images: make(map[*jitcode.Function]placed, len(d.Functions))}
-		dumps = append(dumps, di)
-		for _, m := range byPath[paths[i]] {
-			m.dump = di
-		}
-	}
-	return dumps
-}
-
 // writeImages writes the images of every dump, several at a time.
 func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) {
 	type job struct {
 		d     *dumpImages
-		fns   []*jitcode.Function
+		fns   []*dumpindex.Code
 		path  string
 		elfOp jitelf.Options
 	}
@@ -244,7 +178,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 			continue
 		}
 		for _, fn := range fns {
-			jobs = append(jobs, job{d, []*jitcode.Function{fn}, filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
+			jobs = append(jobs, job{d, []*dumpindex.Code{fn}, filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
 		}
 	}
 
@@ -296,7 +230,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 
 // writeImage writes one image whole or not at all, and returns it with each
 // function's offset in it. buf is reused for the image's bytes.
-func writeImage(buf []byte, path string, op jitelf.Options, fns []*jitcode.Function) (*image, []uint64, []byte, error) {
+func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code) (*image, []uint64, []byte, error) {
 	efs := make([]jitelf.Function, len(fns))
 	for i, fn := range fns {
 		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind}
@@ -336,79 +270,79 @@ func (d *dumpImages) imageSet() []*image {
 	return out
 }
 
+// marked is a marker mapping and its dump's images.
+type marked struct {
+	jitsources.Marker
+	dump *dumpImages // nil when the dump could not be used
+}
+
+// injectedKey is a dump injected into a process.
+type injectedKey struct {
+	dump *dumpImages
+	pid  uint32
+}
+
 // emitter rewrites the recording's records as they are copied.
 type emitter struct {
 	in       *perfdata.Reader
 	out      *perfdata.Writer
-	markers  map[int64]*marker
-	conv     *perfdata.TimeConv
-	injected map[uint32]bool // pids whose dump is in
-	hideAnon map[uint32]uint64
+	jit      *jitsources.Recording
+	markers  map[int64]marked // by their record's offset
+	injected map[injectedKey]bool
 	events   int
-}
-
-// hideAnonSince gives, for each pid with an injected dump, the time from
-// which its anonymous mappings are dropped: that of its first marker.
-//
-// Time, not the place in the file, decides, because perf inject processes
-// events in time order and the file is only roughly in it: a thread that
-// moved to another CPU may have its later mapping in a ring buffer read
-// before the marker's. Such a mapping is usually the JIT making its code
-// executable, after it wrote the CODE_LOAD (LLVM's MCJIT does that), so
-// keeping it would hide all the functions behind one anonymous region.
-func hideAnonSince(markers map[int64]*marker) map[uint32]uint64 {
-	since := make(map[uint32]uint64)
-	for _, m := range markers {
-		if t, ok := since[m.pid]; m.dump != nil && (!ok || m.time < t) {
-			since[m.pid] = m.time
-		}
-	}
-	return since
 }
 
 // keep drops marker mappings, in their place writes an MMAP2 for every load
 // and move of the marked dump (perf reads the whole dump at its marker too,
-// and orders events by time), and drops the process's anonymous mappings
-// from the marker's time on.
+// and orders events by time), and drops the mappings the dumps replace
+// (jitsources.Recording.Hides).
+//
+// Time, not the place in the file, decides what is dropped, because perf
+// inject processes events in time order and the file is only roughly in
+// it: a thread that moved to another CPU may have its later mapping in a
+// ring buffer read before the marker's. Such a mapping is usually the JIT
+// making its code executable, after it wrote the CODE_LOAD (LLVM's MCJIT
+// does that), so keeping it would hide all the functions behind one
+// anonymous region.
 func (e *emitter) keep(raw perfdata.RawRecord) (bool, error) {
 	t := raw.Type()
 	if t != perfdata.TypeMmap && t != perfdata.TypeMmap2 {
 		return true, nil
 	}
+	rec := e.in.Decode(raw)
 	if m, ok := e.markers[raw.Offset]; ok {
-		if m.dump != nil && !e.injected[m.pid] {
-			e.injected[m.pid] = true
-			if err := e.emit(m, e.in.Decode(raw)); err != nil {
+		if k := (injectedKey{m.dump, m.Pid}); m.dump != nil && !e.injected[k] {
+			e.injected[k] = true
+			if err := e.emit(m, rec); err != nil {
 				return false, err
 			}
 		}
 		return false, nil
 	}
-	pid, name, tr := mapping(e.in.Decode(raw))
-	since, hidden := e.hideAnon[pid]
-	return !(hidden && tr.Time >= since && jitcode.IsAnonymous(name)), nil
+	mi := jitsources.Mapping(rec)
+	return !e.jit.Hides(mi.Pid, mi.Trailer.Time, mi.Filename), nil
 }
 
 // emit writes the MMAP2 events of a dump, each with the sample_id of the
 // marker's event at the record's own time.
-func (e *emitter) emit(m *marker, markerRec perfdata.Record) error {
-	_, _, trailer := mapping(markerRec)
+func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
+	trailer := jitsources.Mapping(markerRec).Trailer
 	attr := markerRec.Header().Attr
 	d := m.dump
 	for _, ev := range d.dump.Events {
-		p, ok := d.images[ev.Func]
-		if !ok || ev.Func.CodeSize == 0 {
+		p, ok := d.images[ev.Code]
+		if !ok || ev.Code.CodeSize == 0 {
 			continue // nothing can be sampled in an empty function
 		}
 		tr := trailer
-		tr.Pid, tr.Tid, tr.Time = m.pid, ev.Tid, d.dump.PerfTime(ev.Time, e.conv)
-		if ev.Pid != m.pid { // another pid namespace: the recorded pid names the thread
-			tr.Tid = m.pid
+		tr.Pid, tr.Tid, tr.Time = m.Pid, ev.Tid, d.dump.PerfTime(ev.Time)
+		if ev.Pid != m.Pid { // another pid namespace: the recorded pid names the thread
+			tr.Tid = m.Pid
 		}
 		rec := &perfdata.Mmap2{
 			RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Misc: perfdata.MiscUser, Attr: attr},
 			Pid:          tr.Pid, Tid: tr.Tid,
-			Addr: ev.Addr, Len: ev.Func.CodeSize, Pgoff: p.pgoff,
+			Addr: ev.Addr, Len: ev.Code.CodeSize, Pgoff: p.pgoff,
 			Maj: p.img.maj, Min: p.img.min, Ino: p.img.ino, InoGeneration: 1,
 			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_SHARED,
 			Filename: p.img.path, Trailer: tr,

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/inject"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 )
@@ -162,7 +162,7 @@ func TestRefusesRecordingWithoutMonotonicClock(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out.data")
 	_, err = inject.Run(inject.Options{Input: data, Output: out, Pack: true})
-	if !errors.Is(err, jitcode.ErrNoClock) || !strings.Contains(err.Error(), "-k mono") {
+	if !errors.Is(err, jitsources.ErrNoClock) || !strings.Contains(err.Error(), "-k mono") {
 		t.Fatalf("err = %v, want one saying how to record", err)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/jitprof/jitprof/internal/analyze"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -88,7 +88,7 @@ func record(t *testing.T, o Options) (*Result, string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := jitcode.CheckClock(f.Attrs()); err != nil {
+	if err := jitsources.CheckClock(f.Attrs()); err != nil {
 		t.Error(err)
 	}
 	var samples uint64
@@ -222,11 +222,11 @@ func TestTestJIT(t *testing.T) {
 }
 
 // analyzeRecording is what jitprof report makes of a recording.
-func analyzeRecording(t *testing.T, data string) *analyze.Result {
+func analyzeRecording(t *testing.T, data string) *perfprof.Result {
 	t.Helper()
-	o := analyze.Options{Input: data}
+	o := perfprof.Options{Input: data}
 	o.Warn = func(err error) { t.Logf("warning: %v", err) }
-	res, err := analyze.Run(o)
+	res, err := perfprof.Run(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func removeDumps(t *testing.T, data string) {
 		if err != nil {
 			return
 		}
-		if m, ok := rec.(*perfdata.Mmap2); ok && jitcode.IsMarker(m.Filename) && filepath.Dir(m.Filename) == "/tmp" {
+		if m, ok := rec.(*perfdata.Mmap2); ok && jitsources.IsMarker(m.Filename) && filepath.Dir(m.Filename) == "/tmp" {
 			os.Remove(m.Filename)
 			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", m.Pid))
 		}

@@ -22,16 +22,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/perfdata"
 	"github.com/jitprof/jitprof/perfmap"
 	"golang.org/x/sys/unix"
@@ -55,8 +53,8 @@ type Module struct {
 	// of perf's names: [kernel.kallsyms], [vdso], //anon, [heap]...
 	Name    string
 	Kind    Kind
-	BuildID []byte        // as the recording gives it; nil when it does not
-	Dump    *jitcode.Dump // for JIT
+	BuildID []byte           // as the recording gives it; nil when it does not
+	Dump    *jitsources.Dump // for JIT
 
 	load    sync.Once
 	table   *elfsym.Table // nil when there is none, or it could not be used
@@ -67,7 +65,7 @@ type Module struct {
 type Symbol struct {
 	Name       string // as its source gives it, mangled or not
 	Start, End uint64
-	JIT        *jitcode.Function // for a jitted function: its code and lines
+	JIT        *dumpindex.Code // for a jitted function: its code and lines
 }
 
 // Frame is what Lookup found at an address.
@@ -108,6 +106,7 @@ type Space struct {
 	anon   *Module
 	opts   Options
 	dumps  []*Module
+	jit    *jitsources.Recording
 	// tables are the symbol tables loaded, for Close.
 	tables   []*elfsym.Table
 	tablesMu sync.Mutex
@@ -123,11 +122,7 @@ type moduleKey struct {
 
 type process struct {
 	timeline
-	pid uint32
-	// jitFrom is when the process's first usable dump was marked; from
-	// then on its anonymous mappings are ignored, as perf inject drops
-	// them (they would hide the jitted functions).
-	jitFrom uint64
+	pid     uint32
 	perfMap *Module // loaded on first use
 	mapOnce sync.Once
 }
@@ -140,7 +135,7 @@ type comm struct {
 // event is a change of an address space, applied in time order.
 type event struct {
 	time  uint64
-	order int // in the recording or dump, for ties
+	order int64 // for ties: the record's offset in the recording, or after them in the dump's order
 	pid   uint32
 	kind  eventKind
 	r     region // for mmap and JIT events
@@ -162,16 +157,7 @@ type builder struct {
 	*Space
 	idOf    map[string][]byte // build-ids of the recording's build-id table
 	modules map[moduleKey]*Module
-	conv    *perfdata.TimeConv
 	events  []event
-	markers []marker
-}
-
-// marker is a dump's marker mapping as recorded.
-type marker struct {
-	path string
-	pid  uint32
-	time uint64
 }
 
 // Build reads the records of r (from where it is to the end) and returns
@@ -200,10 +186,11 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	for _, id := range buildIDs {
 		b.idOf[strings.Clone(id.Filename)] = bytes.Clone(id.ID)
 	}
-	if err := b.scan(r); err != nil {
+	if b.jit, err = jitsources.Scan(r, b.record); err != nil {
 		return nil, err
 	}
-	b.loadDumps()
+	b.jit.Load(opts.DumpDirs, opts.Warn)
+	b.dumpEvents()
 	slices.SortStableFunc(b.events, func(x, y event) int {
 		if c := cmp.Compare(x.time, y.time); c != 0 {
 			return c
@@ -222,110 +209,70 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	return b.Space, nil
 }
 
-// scan gathers the events of the recording: mappings, forks, execs, and
-// the names of threads.
-func (b *builder) scan(r *perfdata.Reader) error {
-	reuse := r.ReuseRecord
-	r.ReuseRecord = true
-	defer func() { r.ReuseRecord = reuse }()
-	for n := 0; ; n++ {
-		raw, err := r.NextRaw()
-		if err == io.EOF {
-			return nil
+// record gathers an event of the recording: a mapping, fork or exec, or
+// the name of a thread.
+func (b *builder) record(rec perfdata.Record, offset int64) {
+	switch rec := rec.(type) {
+	case *perfdata.Mmap, *perfdata.Mmap2:
+		b.mapping(offset, jitsources.Mapping(rec))
+	case *perfdata.Comm:
+		b.comms[rec.Tid] = append(b.comms[rec.Tid], comm{rec.Trailer.Time, strings.Clone(rec.Comm)})
+		if rec.Misc&perfdata.MiscCommExec != 0 && rec.Pid == rec.Tid {
+			b.events = append(b.events, event{time: rec.Trailer.Time, order: offset, pid: rec.Pid, kind: evExec})
 		}
-		if err != nil {
-			return err
+	case *perfdata.Task:
+		// A new thread or process starts with its parent's name.
+		if c := b.comms[rec.PTid]; len(c) > 0 && len(b.comms[rec.Tid]) == 0 {
+			b.comms[rec.Tid] = []comm{{rec.Time, c[len(c)-1].name}}
 		}
-		switch raw.Type() {
-		case perfdata.TypeMmap, perfdata.TypeMmap2, perfdata.TypeComm, perfdata.TypeFork, perfdata.TypeTimeConv:
-		default:
-			continue
-		}
-		switch rec := r.Decode(raw).(type) {
-		case *perfdata.TimeConv:
-			c := *rec
-			b.conv = &c
-		case *perfdata.Mmap:
-			b.mapping(n, rec.Misc, rec.Pid, rec.Trailer.Time, rec.Addr, rec.Len, rec.Pgoff, rec.Filename, b.idOf[rec.Filename])
-		case *perfdata.Mmap2:
-			id := b.idOf[rec.Filename]
-			if rec.Misc&perfdata.MiscMmapBuildID != 0 {
-				id = rec.BuildID
-			}
-			b.mapping(n, rec.Misc, rec.Pid, rec.Trailer.Time, rec.Addr, rec.Len, rec.Pgoff, rec.Filename, id)
-		case *perfdata.Comm:
-			b.comms[rec.Tid] = append(b.comms[rec.Tid], comm{rec.Trailer.Time, strings.Clone(rec.Comm)})
-			if rec.Misc&perfdata.MiscCommExec != 0 && rec.Pid == rec.Tid {
-				b.events = append(b.events, event{time: rec.Trailer.Time, order: n, pid: rec.Pid, kind: evExec})
-			}
-		case *perfdata.Task:
-			// A new thread or process starts with its parent's name.
-			if c := b.comms[rec.PTid]; len(c) > 0 && len(b.comms[rec.Tid]) == 0 {
-				b.comms[rec.Tid] = []comm{{rec.Time, c[len(c)-1].name}}
-			}
-			if rec.Pid != rec.PPid { // a thread shares its process's address space
-				b.events = append(b.events, event{time: rec.Time, order: n, pid: rec.Pid, ppid: rec.PPid, kind: evFork})
-			}
+		if rec.Pid != rec.PPid { // a thread shares its process's address space
+			b.events = append(b.events, event{time: rec.Time, order: offset, pid: rec.Pid, ppid: rec.PPid, kind: evFork})
 		}
 	}
 }
 
-// mapping records a mapping of a file into a process, or a dump's marker.
-func (b *builder) mapping(n int, misc uint16, pid uint32, time, addr, size, pgoff uint64, filename string, buildID []byte) {
-	if pid == math.MaxUint32 || misc&perfdata.MiscMmapData != 0 || addr+size < addr {
+// mapping records a mapping of a file into a process.
+func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
+	if mi.Pid == math.MaxUint32 || mi.Misc&perfdata.MiscMmapData != 0 || mi.Addr+mi.Len < mi.Addr {
 		return // the kernel's (kallsyms names it), or data samples never land in
 	}
-	if jitcode.IsMarker(filename) {
-		b.markers = append(b.markers, marker{path: strings.Clone(filename), pid: pid, time: time})
-		return
+	buildID := mi.BuildID
+	if buildID == nil {
+		buildID = b.idOf[mi.Filename]
 	}
 	var m *Module
 	switch {
-	case jitcode.IsAnonymous(filename) || filename == "/dev/zero" || strings.HasPrefix(filename, "/anon_hugepage"):
+	case jitsources.IsAnonymous(mi.Filename):
 		m = b.anon
-	case filename == "[vdso]":
+	case mi.Filename == "[vdso]":
 		m = b.vdso
 	default:
-		key := moduleKey{filename, string(buildID)}
+		key := moduleKey{mi.Filename, string(buildID)}
 		if m = b.modules[key]; m == nil {
-			key.name = strings.Clone(filename) // outlives the recording's mapping
+			key.name = strings.Clone(mi.Filename) // outlives the recording's mapping
 			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID)}
 			b.modules[key] = m
 		}
 	}
-	b.events = append(b.events, event{time: time, order: n, pid: pid, kind: evMap,
-		r: region{start: addr, end: addr + size, pgoff: pgoff, module: m}})
+	b.events = append(b.events, event{time: mi.Trailer.Time, order: offset, pid: mi.Pid, kind: evMap,
+		r: region{start: mi.Addr, end: mi.Addr + mi.Len, pgoff: mi.Pgoff, module: m}})
 }
 
-// loadDumps reads the dumps the markers point to and adds
-// their loads and moves to the events, at the pid of the marker (which
-// is the recorded one when the runtime ran in another pid namespace).
-func (b *builder) loadDumps() {
-	byPath := make(map[string][]marker)
-	for _, m := range b.markers {
-		byPath[m.path] = append(byPath[m.path], m)
-	}
-	paths := slices.Sorted(maps.Keys(byPath))
-	found := jitcode.ReadAll(paths, b.opts.DumpDirs, b.opts.Warn)
-	order := len(b.events)
-	for i, d := range found {
-		if d == nil {
-			continue
-		}
+// dumpEvents adds the loads and moves of the dumps in use, at the pid that
+// marked each (the recorded one, also when the runtime ran in another pid
+// namespace). At equal times they come after the recording's own events,
+// in the dump's order.
+func (b *builder) dumpEvents() {
+	order := int64(math.MaxInt64 / 2)
+	for _, d := range b.jit.Dumps {
 		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
 		b.dumps = append(b.dumps, mod)
-		ms := byPath[paths[i]]
-		first := slices.MinFunc(ms, func(x, y marker) int { return cmp.Compare(x.time, y.time) })
-		p := b.proc(first.pid)
-		if p.jitFrom == 0 || first.time < p.jitFrom {
-			p.jitFrom = first.time
-		}
 		for _, e := range d.Events {
-			if e.Func.CodeSize == 0 {
+			if e.Code.CodeSize == 0 {
 				continue // nothing can be sampled in it
 			}
-			ev := event{time: d.PerfTime(e.Time, b.conv), order: order, pid: first.pid, kind: evLoad,
-				r: region{start: e.Addr, end: e.Addr + e.Func.CodeSize, module: mod, fn: e.Func}}
+			ev := event{time: d.PerfTime(e.Time), order: order, pid: d.Pid, kind: evLoad,
+				r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: mod, fn: e.Code}}
 			if e.Move {
 				ev.kind = evMove
 			}
@@ -351,7 +298,7 @@ func (b *builder) apply(ev event) {
 	r.from, r.until = ev.time, forever
 	switch ev.kind {
 	case evMap:
-		if r.module.Kind == Anon && p.jitFrom != 0 && ev.time >= p.jitFrom {
+		if r.module.Kind == Anon && b.jit.Hides(ev.pid, ev.time, r.module.Name) {
 			return
 		}
 		p.place(r)
@@ -490,21 +437,8 @@ func (s *Space) loadSymbols(m *Module) {
 // perfMap returns the module of p's perf map, or nil when it has none.
 func (s *Space) perfMap(p *process) *Module {
 	p.mapOnce.Do(func() {
-		name := fmt.Sprintf("perf-%d.map", p.pid)
-		candidates := []string{filepath.Join("/tmp", name), filepath.Join(fmt.Sprintf("/proc/%d/root/tmp", p.pid), name)}
-		for _, d := range s.opts.PerfMapDirs {
-			candidates = append(candidates, filepath.Join(d, name))
-		}
-		for _, path := range candidates {
-			entries, bad, err := perfmap.ParseFile(path)
-			if err != nil {
-				continue
-			}
-			if len(bad) > 0 {
-				s.opts.Warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
-			}
-			p.perfMap = &Module{Name: path, Kind: PerfMap, perfMap: perfmap.NewTable(entries)}
-			return
+		if t, path := jitsources.PerfMap(p.pid, s.opts.PerfMapDirs, s.opts.Warn); t != nil {
+			p.perfMap = &Module{Name: path, Kind: PerfMap, perfMap: t}
 		}
 	})
 	return p.perfMap
@@ -531,8 +465,8 @@ func (s *Space) Comm(tid uint32, t uint64) string {
 // jitted functions.
 func (s *Space) Close() error {
 	var errs []error
-	for _, m := range s.dumps {
-		errs = append(errs, m.Dump.Close())
+	if s.jit != nil {
+		errs = append(errs, s.jit.Close())
 	}
 	s.tablesMu.Lock()
 	for _, t := range s.tables {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // forever is the end of time: a region still in place when the recording
@@ -22,7 +22,7 @@ type region struct {
 	// offset of a mapped file, or the offset in a jitted function's code.
 	pgoff  uint64
 	module *Module
-	fn     *jitcode.Function // for JIT regions
+	fn     *dumpindex.Code // for JIT regions
 }
 
 // timeline is every region a process had during the recording.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
-	"github.com/jitprof/jitprof/internal/symname"
+	"github.com/jitprof/jitprof/internal/demangle"
 )
 
 // elfFile is an executable or shared library: pprof reads them with
@@ -41,7 +41,7 @@ func openELF(path string) (*elfFile, error) {
 // names are the names a symbol is known by: as perf and jitprof show it,
 // which the views ask for, and its own.
 func names(s elfsym.Symbol) []string {
-	if d := symname.Demangle(s.Name); d != s.Name {
+	if d := demangle.Name(s.Name); d != s.Name {
 		return []string{d, s.Name}
 	}
 	return []string{s.Name}
@@ -63,7 +63,7 @@ func (ef *elfFile) base(start, limit, offset uint64) (uint64, error) {
 // symbol names the targets of branches and PC-relative operands.
 func (ef *elfFile) symbol(addr uint64) (string, uint64) {
 	if s, ok := ef.syms.Lookup(addr); ok {
-		return symname.Demangle(s.Name), s.Start
+		return demangle.Name(s.Name), s.Start
 	}
 	return "", 0
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/google/pprof/driver"
 
 	"github.com/jitprof/jitprof/internal/disasm"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // objTool is the driver's ObjTool: it reads the symbols, source lines and
@@ -20,14 +20,14 @@ import (
 // Files are indexed on first use and kept until close, since the driver
 // opens them again for every report.
 type objTool struct {
-	dumps map[string]*jitcode.Dump
+	dumps map[string]*dumpindex.Dump
 
 	mu   sync.Mutex
 	jit  map[string]*jitFile
 	elfs map[string]*elfFile
 }
 
-func newObjTool(dumps map[string]*jitcode.Dump) *objTool {
+func newObjTool(dumps map[string]*dumpindex.Dump) *objTool {
 	return &objTool{dumps: dumps, jit: make(map[string]*jitFile), elfs: make(map[string]*elfFile)}
 }
 
@@ -112,10 +112,10 @@ func (t *objTool) close() {
 // placed is a function of a dump at one of its addresses: where it was
 // loaded, and where each CODE_MOVE put it.
 type placed struct {
-	fn    *jitcode.Function
+	fn    *dumpindex.Code
 	addr  uint64
 	order int // of the load or move in the dump; later ones are greater
-	lines jitcode.Lines
+	lines dumpindex.Lines
 }
 
 func (p *placed) end() uint64 { return p.addr + p.fn.CodeSize }
@@ -142,11 +142,11 @@ type jitFile struct {
 	maxSize uint64
 }
 
-func newJITFile(path string, d *jitcode.Dump) *jitFile {
+func newJITFile(path string, d *dumpindex.Dump) *jitFile {
 	jf := &jitFile{path: path, mach: d.Machine()}
-	lines := make(map[*jitcode.Function]jitcode.Lines)
+	lines := make(map[*dumpindex.Code]dumpindex.Lines)
 	for i, ev := range d.Events {
-		fn := ev.Func
+		fn := ev.Code
 		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
 			continue // covers nothing, or wraps around
 		}

@@ -19,15 +19,15 @@ import (
 	"github.com/google/pprof/driver"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
 // nodeDump runs node and reads the dump it wrote.
-func nodeDump(t *testing.T) (string, *jitcode.Dump) {
+func nodeDump(t *testing.T) (string, *dumpindex.Dump) {
 	t.Helper()
 	path := fixtures.Dump(t, fixtures.Node)
-	d, err := jitcode.Read(path)
+	d, err := dumpindex.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func nodeDump(t *testing.T) (string, *jitcode.Dump) {
 // linedFunctions returns the functions of d, with unique names, that have
 // at least n DEBUG_INFO entries inside their code. (V8 also writes
 // entries far outside, with garbled files, for the workload's own file.)
-func linedFunctions(d *jitcode.Dump, n int) []*jitcode.Function {
+func linedFunctions(d *dumpindex.Dump, n int) []*dumpindex.Code {
 	count := make(map[string]int)
 	for _, f := range d.Functions {
 		count[f.Name]++
 	}
-	var fns []*jitcode.Function
+	var fns []*dumpindex.Code
 	for _, f := range d.Functions {
 		if count[f.Name] == 1 && len(entriesInside(f)) >= n {
 			fns = append(fns, f)
@@ -54,7 +54,7 @@ func linedFunctions(d *jitcode.Dump, n int) []*jitcode.Function {
 
 // entriesInside returns f's DEBUG_INFO entries inside its code, the last of
 // each address only, since it is the one in effect there.
-func entriesInside(f *jitcode.Function) map[uint64]jitdump.DebugEntry {
+func entriesInside(f *dumpindex.Code) map[uint64]jitdump.DebugEntry {
 	m := make(map[uint64]jitdump.DebugEntry)
 	if f.Debug == nil {
 		return m
@@ -69,7 +69,7 @@ func entriesInside(f *jitcode.Function) map[uint64]jitdump.DebugEntry {
 
 // firstEntry returns f's DEBUG_INFO entry of the lowest address inside its
 // code.
-func firstEntry(f *jitcode.Function) jitdump.DebugEntry {
+func firstEntry(f *dumpindex.Code) jitdump.DebugEntry {
 	entries := entriesInside(f)
 	return entries[slices.Min(slices.Collect(maps.Keys(entries)))]
 }
@@ -81,7 +81,7 @@ func TestObjToolNodeDump(t *testing.T) {
 		t.Fatal("node wrote no function with source lines inside its code")
 	}
 	fn := fns[0]
-	tool := newObjTool(map[string]*jitcode.Dump{path: d})
+	tool := newObjTool(map[string]*dumpindex.Dump{path: d})
 	defer tool.close()
 	f, err := tool.Open(path, 0, ^uint64(0), 0, "")
 	if err != nil {
@@ -212,12 +212,12 @@ func TestObjToolReuse(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := jitcode.Read(path)
+	d, err := dumpindex.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	tool := newObjTool(map[string]*jitcode.Dump{path: d})
+	tool := newObjTool(map[string]*dumpindex.Dump{path: d})
 	f, err := tool.Open(path, 0x1000, 0x3001, 0, "")
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ import (
 	"github.com/google/pprof/driver"
 	"github.com/google/pprof/profile"
 
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // Options configures Serve.
@@ -43,7 +43,7 @@ type Options struct {
 	// pprof Mapping.File that names each dump (its path). The disassembly
 	// and source views decode the code of these mappings; other mappings
 	// are read as ELF files. The dumps must stay open until Serve returns.
-	Dumps map[string]*jitcode.Dump
+	Dumps map[string]*dumpindex.Dump
 	// OpenBrowser opens the interface in a browser, chosen as pprof does:
 	// $BROWSER, else the first of chrome, chromium, firefox and others
 	// that runs.

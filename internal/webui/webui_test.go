@@ -21,14 +21,14 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // testProfile builds a CPU profile of three functions of the node dump at
 // path. It is a test input, not a recording: its samples are stacks of two
 // or three of the functions, at one of their line entries each, under main
 // in node's executable as the native root.
-func testProfile(t *testing.T, path string, d *jitcode.Dump, node string) (*profile.Profile, []*jitcode.Function) {
+func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*profile.Profile, []*dumpindex.Code) {
 	t.Helper()
 	fns := linedFunctions(d, 3)
 	if len(fns) < 3 {
@@ -97,7 +97,7 @@ func testProfile(t *testing.T, path string, d *jitcode.Dump, node string) (*prof
 }
 
 // serveTest serves p until the test ends, and returns the interface's URL.
-func serveTest(t *testing.T, p *profile.Profile, dumps map[string]*jitcode.Dump) string {
+func serveTest(t *testing.T, p *profile.Profile, dumps map[string]*dumpindex.Dump) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -177,7 +177,7 @@ func TestWebUI(t *testing.T) {
 		t.Fatal(err) // nodeDump ran it
 	}
 	p, fns := testProfile(t, path, d, node)
-	base := serveTest(t, p, map[string]*jitcode.Dump{path: d})
+	base := serveTest(t, p, map[string]*dumpindex.Dump{path: d})
 
 	// The flame graph, drawn by its scripts in a real browser.
 	dom := scriptElems.ReplaceAllString(chromium(t, browser, "--dump-dom", base+"/ui/flamegraph"), "")
@@ -248,7 +248,7 @@ func TestScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p *profile.Profile
-	dumps := make(map[string]*jitcode.Dump)
+	dumps := make(map[string]*dumpindex.Dump)
 	if *screenshotProfile != "" {
 		f, err := os.Open(*screenshotProfile)
 		if err != nil {
@@ -260,7 +260,7 @@ func TestScreenshot(t *testing.T) {
 		}
 		for _, m := range p.Mapping {
 			// Reading tells dumps from other files.
-			if d, err := jitcode.Read(m.File); err == nil {
+			if d, err := dumpindex.Read(m.File); err == nil {
 				defer d.Close()
 				dumps[m.File] = d
 			}

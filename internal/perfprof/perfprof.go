@@ -1,4 +1,4 @@
-// Package analyze turns a perf.data recording into a profile
+// Package perfprof turns a perf.data recording into a profile
 // (github.com/google/pprof/profile), naming every sample's frames with
 // internal/symbolize at the moment the sample was taken: no perf inject
 // step, and code that moved or was replaced at one address is attributed
@@ -6,7 +6,7 @@
 //
 // Samples are streamed and merged as they are read: memory grows with the
 // distinct stacks, not with the samples.
-package analyze
+package perfprof
 
 import (
 	"fmt"
@@ -18,9 +18,11 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
-	"github.com/jitprof/jitprof/internal/symname"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -100,7 +102,7 @@ func Run(opts Options) (*Result, error) {
 			return err
 		}
 		if len(space.Dumps()) > 0 {
-			if err := jitcode.CheckClock(r.Attrs()); err != nil {
+			if err := jitsources.CheckClock(r.Attrs()); err != nil {
 				space.Close()
 				return fmt.Errorf("%s: %w", opts.Input, err)
 			}
@@ -203,7 +205,7 @@ func (pk pcKey) slot() int {
 type aggregator struct {
 	space       *symbolize.Space
 	filter      Filter
-	stages      *jitcode.Stages
+	stages      *stages.Marks
 	perFunction bool
 	profileOnly bool
 	attrs       map[*perfdata.Attr]bool // of the chosen event
@@ -243,11 +245,11 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		stacks:      make(map[stackKey]total),
 		first:       math.MaxUint64,
 	}
-	var dumps []*jitcode.Dump
+	var dumps []*dumpindex.Dump
 	for _, m := range space.Dumps() {
-		dumps = append(dumps, m.Dump)
+		dumps = append(dumps, m.Dump.Dump)
 	}
-	if a.stages = jitcode.NewStages(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
+	if a.stages = stages.NewMarks(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
 		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())
 	}
 	descs, err := r.EventDescs()
@@ -434,7 +436,7 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	a.frames = append(a.frames, fr)
 	name := fr.Symbol.Name
 	if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
-		name = symname.Demangle(name)
+		name = demangle.Name(name)
 	}
 	a.names = append(a.names, name)
 	a.matches = append(a.matches, a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name))

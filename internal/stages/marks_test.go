@@ -1,8 +1,9 @@
-package jitcode
+package stages
 
 import (
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -13,11 +14,11 @@ func TestStagesAt(t *testing.T) {
 	mark := func(ts uint64, name string, on bool) *jitdump.StageMark {
 		return &jitdump.StageMark{RecordHeader: jitdump.RecordHeader{Timestamp: ts}, Name: name, Accounting: on}
 	}
-	dumps := []*Dump{
+	dumps := []*dumpindex.Dump{
 		{Header: jitdump.Header{Pid: 7}, Marks: []*jitdump.StageMark{mark(100, "init", true), mark(200, "init", false), mark(300, "work", true), mark(300, "work", false)}},
 		{Header: jitdump.Header{Pid: 8}},
 	}
-	s := NewStages(dumps)
+	s := NewMarks(dumps)
 	tests := []struct {
 		pid   uint32
 		t     uint64
@@ -41,11 +42,11 @@ func TestStagesAt(t *testing.T) {
 	if names := s.Names(); len(names) != 2 || names[0] != "init" || names[1] != "work" || !s.Has("work") || s.Has("other") {
 		t.Errorf("Names() = %q", names)
 	}
-	if NewStages(dumps[1:]) != nil {
-		t.Error("dumps without marks make Stages")
+	if NewMarks(dumps[1:]) != nil {
+		t.Error("dumps without marks make Marks")
 	}
-	var none *Stages
+	var none *Marks
 	if stage, on := none.At(7, 1); stage != "" || !on || none.Has("init") {
-		t.Error("nil Stages must keep everything")
+		t.Error("nil Marks must keep everything")
 	}
 }

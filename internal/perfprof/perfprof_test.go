@@ -1,4 +1,4 @@
-package analyze_test
+package perfprof_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
@@ -42,10 +42,10 @@ func logDiffs(t *testing.T, perf, jitprof map[string]int) {
 	}
 }
 
-func run(t testing.TB, opts analyze.Options) *analyze.Result {
+func run(t testing.TB, opts perfprof.Options) *perfprof.Result {
 	t.Helper()
 	opts.Warn = func(err error) { t.Logf("warning: %v", err) }
-	res, err := analyze.Run(opts)
+	res, err := perfprof.Run(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 				t.Parallel()
 				rec := fixtures.Record(t, rt, perfArgs...)
 				want, total := perfSelfCounts(t, fixtures.Inject(t, rec))
-				res := run(t, analyze.Options{Input: rec.PerfData})
+				res := run(t, perfprof.Options{Input: rec.PerfData})
 				got := fixtures.LeafCounts(res.Profile)
 				d := fixtures.Differ(want, got)
 				t.Logf("%d samples (jitprof %d), %d in jitted code, %d attributed differently", total, res.Kept, res.Jitted, d)
@@ -97,7 +97,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 func TestGroundTruth(t *testing.T) {
 	data, out := fixtures.RecordTestJIT(t, 4000, "2s")
 	tr := fixtures.ParseJITTruth(t, out)
-	res := run(t, analyze.Options{Input: data})
+	res := run(t, perfprof.Options{Input: data})
 	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(res.Profile))
 }
 
@@ -117,7 +117,7 @@ func TestPerfMapAgainstPerf(t *testing.T) {
 	want, total := perfSelfCounts(t, rec.PerfData)
 	os.Remove(link) // jitprof must find the map in dir
 
-	res := run(t, analyze.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
+	res := run(t, perfprof.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
 	got := fixtures.LeafCounts(res.Profile)
 	named := 0
 	for _, s := range res.Profile.Sample {

@@ -1,4 +1,4 @@
-// Package symname turns raw symbol names into the names perf report shows
+// Package demangle turns raw symbol names into the names perf report shows
 // with its default options.
 //
 // perf 6.1 (tools/perf/util/symbol-elf.c, demangle_sym) tries, in order:
@@ -11,7 +11,7 @@
 // perf applies this to the symbols of ELF files only: kernel symbols are
 // not demangled by default (symbol_conf.demangle_kernel), and neither are
 // the names read from /tmp/perf-PID.map files.
-package symname
+package demangle
 
 import (
 	"strings"
@@ -19,13 +19,13 @@ import (
 	"github.com/ianlancetaylor/demangle"
 )
 
-// Demangle returns name as perf report shows it. Names that are not
+// Name returns name as perf report shows it. Names that are not
 // mangled cost a byte comparison or two.
 //
 // perf names a PLT entry after the function it calls, demangled, plus
 // "@plt"; given the raw name plus "@plt", as elfsym gives it, Demangle
 // demangles the part before "@plt".
-func Demangle(name string) string {
+func Name(name string) string {
 	if len(name) < 2 {
 		return name
 	}

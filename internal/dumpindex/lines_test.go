@@ -1,4 +1,4 @@
-package jitcode
+package dumpindex
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package symname
+package demangle
 
 import "strings"
 

@@ -1,4 +1,4 @@
-package analyze
+package perfprof
 
 import (
 	"cmp"
@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/jitcode"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
-	"github.com/jitprof/jitprof/internal/symname"
+	"github.com/jitprof/jitprof/internal/demangle"
 )
 
 // JITBuildID is the BuildID of the profile Mappings of jitted code, whose
@@ -79,17 +79,17 @@ func (a *aggregator) result() (*Result, error) {
 		start  uint64
 	}
 	functions := make(map[functionKey]*profile.Function)
-	lines := make(map[*jitcode.Function]jitcode.Lines) // built once per function, not per location
+	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
 		name, file string
 	}
 	inlines := make(map[inlineKey]*profile.Function)
-	inlined := func(m *symbolize.Module, in jitcode.InlineFrame) *profile.Function {
+	inlined := func(m *symbolize.Module, in dumpindex.InlineFrame) *profile.Function {
 		key := inlineKey{m, in.Name, in.File}
 		fn := inlines[key]
 		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: symname.Demangle(strings.Clone(in.Name)), SystemName: strings.Clone(in.Name), Filename: strings.Clone(in.File)}
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: demangle.Name(strings.Clone(in.Name)), SystemName: strings.Clone(in.Name), Filename: strings.Clone(in.File)}
 			inlines[key] = fn
 			p.Function = append(p.Function, fn)
 		}

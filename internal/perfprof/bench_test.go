@@ -1,9 +1,9 @@
-package analyze_test
+package perfprof_test
 
 import (
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/analyze"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -13,7 +13,7 @@ func BenchmarkRun(b *testing.B) {
 	rec := fixtures.Record(b, fixtures.NodeMany, "-g")
 	var samples int
 	for b.Loop() {
-		res, err := analyze.Run(analyze.Options{Input: rec.PerfData})
+		res, err := perfprof.Run(perfprof.Options{Input: rec.PerfData})
 		if err != nil {
 			b.Fatal(err)
 		}

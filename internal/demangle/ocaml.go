@@ -1,4 +1,4 @@
-package symname
+package demangle
 
 // demangleOCaml follows perf's demangle-ocaml.c: an OCaml symbol is
 // "caml" followed by an upper-case letter; "__" separates module path

@@ -1,4 +1,4 @@
-package jitcode
+package dumpindex
 
 import (
 	"reflect"
@@ -48,7 +48,7 @@ func TestInlineChain(t *testing.T) {
 	}
 	a, e := d.Functions[0], d.Functions[1]
 	tests := []struct {
-		fn   *Function
+		fn   *Code
 		addr uint64
 		want []InlineFrame
 	}{
@@ -72,7 +72,7 @@ func TestInlineChain(t *testing.T) {
 func BenchmarkInlineChain(b *testing.B) {
 	// A function of 64 inlined calls, 4 deep: what an optimizing JIT makes of
 	// a hot loop.
-	fn := &Function{CodeLoad: &jitdump.CodeLoad{CodeAddr: 0x10000, CodeSize: 64 * 0x100}}
+	fn := &Code{CodeLoad: &jitdump.CodeLoad{CodeAddr: 0x10000, CodeSize: 64 * 0x100}}
 	for i := range 64 {
 		base := uint64(0x10000 + i*0x100)
 		parent := uint32(1)

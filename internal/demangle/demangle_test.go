@@ -1,4 +1,4 @@
-package symname
+package demangle
 
 import (
 	"strings"
@@ -102,16 +102,16 @@ var demangleTests = []struct {
 
 func TestDemangle(t *testing.T) {
 	for _, tt := range demangleTests {
-		if got := Demangle(tt.name); got != tt.want {
-			t.Errorf("Demangle(%q) = %q, want %q", tt.name, got, tt.want)
+		if got := Name(tt.name); got != tt.want {
+			t.Errorf("Name(%q) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestDemangleNoAllocForPlainNames(t *testing.T) {
 	for _, name := range []string{"main", "memcpy@plt", "__libc_start_call_main", "Lx", "cold"} {
-		if n := testing.AllocsPerRun(100, func() { Demangle(name) }); n != 0 {
-			t.Errorf("Demangle(%q) allocates %v times", name, n)
+		if n := testing.AllocsPerRun(100, func() { Name(name) }); n != 0 {
+			t.Errorf("Name(%q) allocates %v times", name, n)
 		}
 	}
 }
@@ -121,12 +121,12 @@ func FuzzDemangle(f *testing.F) {
 		f.Add(tt.name)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		s := Demangle(name)
+		s := Name(name)
 		if len(name) > 0 && strings.IndexByte("_cL", name[0]) < 0 && s != name {
-			t.Errorf("Demangle(%q) = %q, but only _, c and L start mangled names", name, s)
+			t.Errorf("Name(%q) = %q, but only _, c and L start mangled names", name, s)
 		}
 		if strings.HasPrefix(name, "L") && strings.IndexByte(name, ')') < 0 && s != name {
-			t.Errorf("Demangle(%q) = %q, but Java names need a ')'", name, s)
+			t.Errorf("Name(%q) = %q, but Java names need a ')'", name, s)
 		}
 	})
 }
@@ -141,7 +141,7 @@ func BenchmarkDemangle(b *testing.B) {
 	} {
 		b.Run(bb.kind, func(b *testing.B) {
 			for b.Loop() {
-				Demangle(bb.name)
+				Name(bb.name)
 			}
 		})
 	}

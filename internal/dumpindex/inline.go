@@ -1,4 +1,4 @@
-package jitcode
+package dumpindex
 
 // InlineFrame is one method instance inlined at an address.
 type InlineFrame struct {
@@ -17,7 +17,7 @@ type InlineFrame struct {
 // addr is at fn's load address (CodeAddr), as for Lines, whatever moves
 // followed. Without inline records for addr the chain is empty (nil), at no
 // cost beyond a scan of fn.Inlines.
-func (fn *Function) InlineChain(addr uint64) []InlineFrame {
+func (fn *Code) InlineChain(addr uint64) []InlineFrame {
 	if len(fn.Inlines) == 0 {
 		return nil
 	}

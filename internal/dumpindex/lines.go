@@ -1,4 +1,4 @@
-package jitcode
+package dumpindex
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ type Lines []jitdump.DebugEntry
 // every address removed (jitdump.CodeLoad.LineBias). It is built on each
 // call, from the dump's DEBUG_INFO read again from the file: the dump's
 // pages, dropped once it was indexed, stay out of memory.
-func (fn *Function) Lines() Lines {
+func (fn *Code) Lines() Lines {
 	if fn.Debug == nil {
 		return nil
 	}

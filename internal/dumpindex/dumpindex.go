@@ -1,8 +1,8 @@
-// Package jitcode turns the records of a jitdump file into what profilers
+// Package dumpindex turns the records of a jitdump file into what profilers
 // need: the functions it describes, each with its code, source lines and
 // unwinding data, and the events (loads and moves) that place them in
 // memory over time.
-package jitcode
+package dumpindex
 
 import (
 	"debug/elf"
@@ -14,8 +14,8 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 )
 
-// Function is one CODE_LOAD with what the dump attached to it.
-type Function struct {
+// Code is one CODE_LOAD with what the dump attached to it.
+type Code struct {
 	*jitdump.CodeLoad
 	Debug  *jitdump.DebugInfo     // nil when the dump has no lines for it
 	Unwind *jitdump.UnwindingInfo // nil when the dump has no unwinding data for it
@@ -31,7 +31,7 @@ type Event struct {
 	Time     uint64
 	Pid, Tid uint32
 	Addr     uint64    // where the code starts from Time on
-	Func     *Function // the loaded function; for a move, the one moved
+	Code     *Code // the loaded function; for a move, the one moved
 	Move     bool
 }
 
@@ -40,7 +40,7 @@ type Event struct {
 type Dump struct {
 	Path      string // as given to Read
 	Header    jitdump.Header
-	Functions []*Function // in file order
+	Functions []*Code // in file order
 	Events    []Event     // in file order
 	// Problems lists what was skipped: invalid records, moves of unknown code
 	// indexes, and the condition that ended reading early (truncation or
@@ -63,7 +63,7 @@ func Read(path string) (*Dump, error) {
 		return nil, err
 	}
 	d := &Dump{Path: path, Header: f.Header(), file: f}
-	byIndex := make(map[uint64]*Function)
+	byIndex := make(map[uint64]*Code)
 	var debug *jitdump.DebugInfo
 	var unwind *jitdump.UnwindingInfo
 	for {
@@ -84,18 +84,18 @@ func Read(path string) (*Dump, error) {
 			// A name is looked at for every sample in the function; kept
 			// in the mapping it would bring a page of code back per name.
 			r.Name = strings.Clone(r.Name)
-			fn := &Function{CodeLoad: r, Debug: debug, Unwind: unwind, file: f}
+			fn := &Code{CodeLoad: r, Debug: debug, Unwind: unwind, file: f}
 			debug, unwind = nil, nil
 			d.Functions = append(d.Functions, fn)
 			byIndex[r.CodeIndex] = fn
-			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.CodeAddr, Func: fn})
+			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.CodeAddr, Code: fn})
 		case *jitdump.CodeMove:
 			fn := byIndex[r.CodeIndex]
 			if fn == nil {
 				d.Problems = append(d.Problems, &jitdump.FormatError{File: path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
-			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Func: fn, Move: true})
+			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: fn, Move: true})
 		case *jitdump.StageMark:
 			d.Marks = append(d.Marks, r)
 		case *jitdump.InlineInfo:

@@ -1,4 +1,4 @@
-package jitcode
+package dumpindex
 
 import (
 	"errors"
@@ -63,8 +63,8 @@ func TestReadAttachesAndOrders(t *testing.T) {
 	}
 	for i, w := range want {
 		e := d.Events[i]
-		if e.Func.Name != w.name || e.Addr != w.addr || e.Move != w.move || e.Time == 0 {
-			t.Errorf("event %d = %s at %#x move=%v t=%d, want %+v", i, e.Func.Name, e.Addr, e.Move, e.Time, w)
+		if e.Code.Name != w.name || e.Addr != w.addr || e.Move != w.move || e.Time == 0 {
+			t.Errorf("event %d = %s at %#x move=%v t=%d, want %+v", i, e.Code.Name, e.Addr, e.Move, e.Time, w)
 		}
 	}
 	if len(d.Problems) != 1 || d.Truncated() {

@@ -1,4 +1,4 @@
-package jitcode
+package stages
 
 import (
 	"cmp"
@@ -6,12 +6,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
-// Stages are the stage marks of the dumps of a recording, by the pid of the
+// Marks are the stage marks of the dumps of a recording, by the pid of the
 // process that wrote each dump (its header's): what a program said about its
 // own phases with jitdump's Writer.Stage and Writer.Accounting.
-type Stages struct {
+type Marks struct {
 	byPid map[uint32][]mark
 	names map[string]bool
 }
@@ -23,17 +25,17 @@ type mark struct {
 	accounting bool
 }
 
-// NewStages collects the marks of dumps. Their timestamps are taken as
+// NewMarks collects the marks of dumps. Their timestamps are taken as
 // CLOCK_MONOTONIC, the clock of the Go writer; it returns nil when no dump
 // has marks, so that callers pay nothing for programs that mark nothing.
-func NewStages(dumps []*Dump) *Stages {
-	var s *Stages
+func NewMarks(dumps []*dumpindex.Dump) *Marks {
+	var s *Marks
 	for _, d := range dumps {
 		if len(d.Marks) == 0 {
 			continue
 		}
 		if s == nil {
-			s = &Stages{byPid: make(map[uint32][]mark), names: make(map[string]bool)}
+			s = &Marks{byPid: make(map[uint32][]mark), names: make(map[string]bool)}
 		}
 		ms := s.byPid[d.Header.Pid]
 		for _, m := range d.Marks {
@@ -53,7 +55,7 @@ func NewStages(dumps []*Dump) *Stages {
 
 // Names returns the stage names the marks use, sorted; "" (before the first
 // named stage) is not among them.
-func (s *Stages) Names() []string {
+func (s *Marks) Names() []string {
 	if s == nil {
 		return nil
 	}
@@ -62,12 +64,12 @@ func (s *Stages) Names() []string {
 }
 
 // Has tells whether a mark names stage name.
-func (s *Stages) Has(name string) bool { return s != nil && s.names[name] }
+func (s *Marks) Has(name string) bool { return s != nil && s.names[name] }
 
 // At returns the stage process pid was in at time t and whether its
 // accounting was on. A process without marks, and any before its first
 // mark, is in stage "" with accounting on.
-func (s *Stages) At(pid uint32, t uint64) (stage string, accounting bool) {
+func (s *Marks) At(pid uint32, t uint64) (stage string, accounting bool) {
 	if s == nil {
 		return "", true
 	}
