@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,22 +299,24 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 				t.Fatalf("%s exited with status %d", argv[0], res.ExitCode)
 			}
 			ar := analyzeRecording(t, data)
-			jitted := map[string]bool{}
-			for _, m := range ar.Space.Dumps() {
-				if tc.name == "llvm" && !strings.HasPrefix(m.Dump.Path, filepath.Join(dir, ".debug", "jit")+"/") {
-					t.Errorf("dump %s is not under JITDUMPDIR=%s", m.Dump.Path, dir)
+			var dumps []string
+			for _, m := range ar.Profile.Mapping {
+				if m.BuildID != perfprof.JITBuildID || slices.Contains(dumps, m.File) {
+					continue
 				}
-				for _, fn := range m.Dump.Functions {
-					jitted[fn.Name] = true
+				if tc.name == "llvm" && !strings.HasPrefix(m.File, filepath.Join(dir, ".debug", "jit")+"/") {
+					t.Errorf("dump %s is not under JITDUMPDIR=%s", m.File, dir)
 				}
+				dumps = append(dumps, m.File)
 			}
+			jitted := fixtures.JITNames(t, dumps)
 			named := 0
 			for name, n := range fixtures.LeafCounts(ar.Profile) {
 				if jitted[name] {
 					named += n
 				}
 			}
-			t.Logf("%d samples, %d in jitted code of %d dumps, %d named from them", ar.Kept, ar.Jitted, len(ar.Space.Dumps()), named)
+			t.Logf("%d samples, %d in jitted code of %d dumps, %d named from them", ar.Kept, ar.Jitted, ar.Dumps, named)
 			if named == 0 || named != ar.Jitted {
 				t.Errorf("jitted code not named")
 			}
