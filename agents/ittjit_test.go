@@ -394,7 +394,6 @@ func TestIttjitPHP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Close()
 	var own int64
 	for _, s := range res.Profile.Sample {
 		leaf := s.Location[0]
@@ -462,7 +461,6 @@ func TestIttjitInlineProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Close()
 	var inSpin, inLoop int64
 	for _, s := range res.Profile.Sample {
 		leaf := s.Location[0]

@@ -764,3 +764,21 @@ func (r *Reader) StringFeature(id FeatureID) (s string, ok bool, err error) {
 	}
 	return "", false, nil
 }
+
+// SampleTime returns when the recording's first and last samples were taken,
+// from the HEADER_SAMPLE_TIME section perf record writes; ok is false when
+// the recording has none.
+func (r *Reader) SampleTime() (first, last uint64, ok bool, err error) {
+	for _, f := range r.features {
+		if f.ID != FeatureSampleTime {
+			continue
+		}
+		c := featureCursor{b: f.Data, off: f.Offset}
+		first, last = c.u64(), c.u64()
+		if c.err != "" {
+			return 0, 0, true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d (sample time): %s", f.ID, c.err)})
+		}
+		return first, last, true, nil
+	}
+	return 0, 0, false, nil
+}

@@ -28,16 +28,15 @@ first.`,
   jitprof annotate 'JS:*fib /app/fib.js:3' --intel`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := samples.analyze(cmd)
+			results, err := samples.analyze(cmd, nil)
 			if err != nil {
 				return err
 			}
-			defer res.Close()
 			opts := annotate.Options{Syntax: disasm.GNU}
 			if intel {
 				opts.Syntax = disasm.Intel
 			}
-			if err := annotate.Write(cmd.OutOrStdout(), res, args[0], opts); err != nil {
+			if err := annotate.Write(cmd.OutOrStdout(), results[0].Profile, args[0], opts); err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("annotate %s: %w", args[0], err)}
 			}
 			return nil

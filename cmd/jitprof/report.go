@@ -1,22 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/atomicfile"
-	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/report"
+	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/webui"
 	"github.com/spf13/cobra"
 )
@@ -46,12 +41,37 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 	f.BoolVarP(&s.quiet, "quiet", "q", false, "no warnings and no summary")
 }
 
-// analyze reads the recording with the flags' filter.
-func (s *sampleFlags) analyze(cmd *cobra.Command) (*perfprof.Result, error) {
+// analyze reads the recording with the flags' filter, once per stage
+// (once without stages).
+func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfprof.Result, error) {
 	if err := s.setFilter(); err != nil {
 		return nil, err
 	}
-	return s.run(cmd)
+	// The analysis's heap is mostly long-lived tables (symbols, dumps,
+	// the calling context tree): collecting when it has grown by a
+	// quarter rather than doubled costs about 5% of the time and keeps the
+	// peak well under twice the input (README, Performance).
+	debug.SetGCPercent(25)
+	stderr := cmd.ErrOrStderr()
+	s.opts.Warn = func(err error) {
+		if !s.quiet {
+			fmt.Fprintln(stderr, "jitprof: warning:", err)
+		}
+	}
+	results, err := perfprof.RunStages(s.opts, specs)
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	if !s.quiet {
+		for _, res := range results {
+			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %d dumps", res.Kept, res.Samples, res.Event, res.Jitted, res.Dumps)
+			if res.Lost > 0 {
+				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
+			}
+			fmt.Fprintln(stderr)
+		}
+	}
+	return results, nil
 }
 
 // setFilter sets the analysis's filter from the flags.
@@ -66,7 +86,7 @@ func (s *sampleFlags) setFilter() error {
 	}
 	flt.Comms = s.comms
 	var err error
-	if flt.Start, flt.End, err = parseTimeRange(s.timeRange); err != nil {
+	if flt.Start, flt.End, err = stages.ParseRange(s.timeRange); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	if s.symbol != "" {
@@ -77,78 +97,20 @@ func (s *sampleFlags) setFilter() error {
 	return nil
 }
 
-// run reads the recording with the filter as set.
-func (s *sampleFlags) run(cmd *cobra.Command) (*perfprof.Result, error) {
-	// The analysis's heap is mostly long-lived tables (symbols, dumps,
-	// the calling context tree): collecting when it has grown by a
-	// quarter rather than doubled costs about 5% of the time and keeps the
-	// peak well under twice the input (README, Performance).
-	debug.SetGCPercent(25)
-	stderr := cmd.ErrOrStderr()
-	s.opts.Warn = func(err error) {
-		if !s.quiet {
-			fmt.Fprintln(stderr, "jitprof: warning:", err)
-		}
-	}
-	res, err := perfprof.Run(s.opts)
-	if err != nil {
-		return nil, &exitError{code: 1, err: err}
-	}
-	if !s.quiet {
-		fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %d dumps", res.Kept, res.Samples, res.Event, res.Jitted, res.Dumps)
-		if res.Lost > 0 {
-			fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
-		}
-		fmt.Fprintln(stderr)
-	}
-	return res, nil
-}
-
-// parseTimeRange reads perf's --time START,END, in seconds.
-func parseTimeRange(s string) (start, end uint64, err error) {
-	if s == "" {
-		return 0, 0, nil
-	}
-	a, b, ok := strings.Cut(s, ",")
-	if !ok {
-		return 0, 0, fmt.Errorf("--time %q: want START,END", s)
-	}
-	parse := func(v string) (uint64, error) {
-		if v == "" {
-			return 0, nil
-		}
-		sec, err := strconv.ParseFloat(v, 64)
-		if err != nil || sec < 0 || sec > math.MaxUint64/1e9 {
-			return 0, fmt.Errorf("--time %q: %q is not a time in seconds", s, v)
-		}
-		return uint64(math.Round(sec * 1e9)), nil
-	}
-	if start, err = parse(a); err != nil {
-		return 0, 0, err
-	}
-	if end, err = parse(b); err != nil {
-		return 0, 0, err
-	}
-	if end != 0 && end <= start {
-		return 0, 0, fmt.Errorf("--time %q: the end is not after the start", s)
-	}
-	return start, end, nil
-}
-
 func newReportCmd() *cobra.Command {
 	var (
-		samples   sampleFlags
-		format    string
-		output    string
-		httpAddr  string
-		sortKeys  []string
-		children  bool
-		callGraph bool
-		limit     float64
-		graph     float64
-		byPeriod  bool
-		noBrowser bool
-		stages    stageFlags
+		samples    sampleFlags
+		format     string
+		output     string
+		httpAddr   string
+		sortKeys   []string
+		children   bool
+		callGraph  bool
+		limit      float64
+		graph      float64
+		byPeriod   bool
+		noBrowser  bool
+		stageSpecs []string
 	)
 	cmd := &cobra.Command{
 		Use:   "report [-i perf.data]",
@@ -182,55 +144,58 @@ parts of the run on their own: by time, or as the program marked them.`,
 			if byPeriod {
 				opts.Value = 1
 			}
-			var write func(io.Writer, *profile.Profile) error
-			switch format {
-			case "text":
-				write = func(w io.Writer, p *profile.Profile) error { return report.Text(w, p, opts) }
-			case "json":
-				write = func(w io.Writer, p *profile.Profile) error { return report.JSON(w, p, opts) }
-			case "folded":
-				write = func(w io.Writer, p *profile.Profile) error { return report.Folded(w, p, opts) }
-			case "pprof":
-				if output == "" && httpAddr == "" {
-					return &exitError{code: 2, err: fmt.Errorf("--format pprof writes a binary file: give -o FILE")}
-				}
-				write = func(w io.Writer, p *profile.Profile) error { return p.Write(w) }
-			case "gmon", "kaffe-as": // files for gprof, written by stages.report
-			default:
-				return &exitError{code: 2, err: fmt.Errorf("--format %q: want text, json, pprof, folded, gmon or kaffe-as", format)}
+			f, err := report.ParseFormat(format)
+			if err == nil {
+				err = report.CheckOptions(opts)
 			}
-			if err := report.CheckOptions(opts); err != nil {
+			specs, err2 := stages.Parse(stageSpecs)
+			switch {
+			case err != nil:
+			case err2 != nil:
+				err = err2
+			case httpAddr != "" && len(specs) > 0:
+				err = fmt.Errorf("--http serves one profile: use --time or --symbol rather than --stage")
+			case httpAddr == "":
+				err = f.CheckOutput(output)
+			}
+			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			// Only the web UI reads the dumps again (to disassemble).
-			samples.opts.ProfileOnly = httpAddr == ""
-			// Text, JSON and folded stacks name functions, never addresses.
-			samples.opts.PerFunction = (format == "text" || format == "json" || format == "folded") && httpAddr == ""
-			if write == nil || len(stages.specs) > 0 {
-				return stages.report(cmd, &samples, format, output, httpAddr != "", write)
-			}
-			res, err := samples.analyze(cmd)
+			samples.opts.PerFunction = !f.ByAddress() && httpAddr == ""
+			results, err := samples.analyze(cmd, specs)
 			if err != nil {
 				return err
 			}
-			defer res.Close()
+			names := make([]string, len(results))
+			profiles := make([]*profile.Profile, len(results))
+			for i, res := range results {
+				profiles[i] = res.Profile
+				if len(specs) > 0 {
+					names[i] = specs[i].Name
+				}
+			}
 			if httpAddr != "" {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 				defer stop()
-				return serve(ctx, cmd, res, httpAddr, !noBrowser)
+				return webui.Serve(ctx, profiles[0], webui.Options{
+					HostPort: httpAddr, OpenBrowser: !noBrowser,
+					Ready: func(url string) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends)\n", url)
+					},
+				})
 			}
-			// The renderers build their own model of the profile, which
-			// can then go: nothing else holds it.
-			p := res.Profile
-			res.Profile = nil
-			if output == "" {
-				return write(cmd.OutOrStdout(), p)
+			written, err := report.Write(f, output, cmd.OutOrStdout(), names, profiles, opts)
+			if err != nil {
+				return &exitError{code: 1, err: err}
 			}
-			return atomicfile.Write(output, func(w io.Writer) error { return write(w, p) })
+			if f.Directory() && !samples.quiet {
+				fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: wrote %s\n", strings.Join(written, ", "))
+			}
+			return nil
 		},
 	}
 	samples.register(cmd)
-	stages.register(cmd)
+	cmd.Flags().StringArrayVar(&stageSpecs, "stage", nil, "report the stage `NAME=START,END` (seconds from the first sample; either may be empty), or the stage NAME the program marked in its dump; repeatable: one report, or one gmon file, per stage")
 	f := cmd.Flags()
 	f.StringVar(&format, "format", "text", "text, json, pprof, folded, gmon or kaffe-as (gprof's files, into the directory -o names)")
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (whole or not at all) instead of standard output")
@@ -243,18 +208,4 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
 	return cmd
-}
-
-// serve runs pprof's web UI on the profile until ctx ends.
-func serve(ctx context.Context, cmd *cobra.Command, res *perfprof.Result, addr string, browser bool) error {
-	dumps := make(map[string]*dumpindex.Dump)
-	for _, m := range res.Space.Dumps() {
-		dumps[m.Name] = m.Dump.Dump
-	}
-	return webui.Serve(ctx, res.Profile, webui.Options{
-		HostPort: addr, Dumps: dumps, OpenBrowser: browser,
-		Ready: func(url string) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends)\n", url)
-		},
-	})
 }

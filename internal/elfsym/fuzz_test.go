@@ -31,7 +31,7 @@ func checkTable(t *testing.T, tab *Table) {
 
 func FuzzNewTable(f *testing.F) {
 	// The vDSO is a small, real ELF file.
-	img, err := vdsoImage()
+	img, err := VDSOImage()
 	if err != nil {
 		f.Skip(err)
 	}

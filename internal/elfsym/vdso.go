@@ -14,15 +14,15 @@ import (
 // every process, from this process's own [vdso] mapping. perf report
 // reads the copy perf record left in its build-id cache.
 func VDSO() (*Table, error) {
-	img, err := vdsoImage()
+	img, err := VDSOImage()
 	if err != nil {
 		return nil, err
 	}
 	return NewTable(bytes.NewReader(img), "[vdso]")
 }
 
-// vdsoImage returns the ELF image of the vDSO, which is mapped whole.
-func vdsoImage() ([]byte, error) {
+// VDSOImage returns the ELF image of the vDSO, which is mapped whole.
+func VDSOImage() ([]byte, error) {
 	start, end, err := vdsoRange()
 	if err != nil {
 		return nil, err

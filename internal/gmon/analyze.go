@@ -1,11 +1,10 @@
 package gmon
 
 import (
-	"errors"
 	"math"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/objtool"
 )
 
 // incarnation tells function incarnations apart: a name at a start in a
@@ -19,56 +18,54 @@ type incarnation struct {
 	codeIndex uint64
 }
 
-// FromResults builds one Program over the functions of all results and a
-// Profile of each, in order (the stages of one recording). Samples are
-// counted, not weighed by period, as jitprof report's text output counts
-// them; the leaf of each sample goes into the histogram, and each distinct
-// caller-callee pair of its call chain adds the sample's count to that arc
-// once.
+// FromProfiles builds one Program over the functions of all profiles
+// (perfprof's, by address) and a Profile of each, in order (the stages of
+// one recording). Samples are counted, not weighed by period, as jitprof
+// report's text output counts them; the leaf of each sample goes into the
+// histogram, and each distinct caller-callee pair of its call chain adds the
+// sample's count to that arc once.
 //
-// Functions are named as the report names them (demangled). The results
-// must keep their Frames (not perfprof.Options.ProfileOnly): the profile
-// alone does not tell where a function starts, how long it is, nor which
-// code_index it was.
-func FromResults(results ...*perfprof.Result) (*Program, []*Profile, error) {
+// Functions are named as the report names them (demangled); where each
+// starts, how long it is and which code_index it was comes from the files
+// the profiles' mappings name.
+func FromProfiles(ps ...*profile.Profile) (*Program, []*Profile, error) {
+	tool := objtool.New(ps...)
+	defer tool.Close()
 	prog := &Program{}
 	index := make(map[incarnation]int)
-	funcOf := func(res *perfprof.Result, loc *profile.Location) (PC, bool) {
-		fr := res.Frames[loc.ID-1]
-		if fr.Symbol.Name == "" || len(loc.Line) == 0 {
-			return PC{}, false
+	funcOf := func(loc *profile.Location) (PC, bool, error) {
+		if len(loc.Line) == 0 {
+			return PC{}, false, nil
 		}
-		f := Function{Name: loc.Line[0].Function.Name, Size: fr.Symbol.End - fr.Symbol.Start, Addr: fr.Symbol.Start}
-		if fr.Module != nil {
-			f.Module = fr.Module.Name
+		fn, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
+		if err != nil || !ok {
+			return PC{}, false, err
 		}
-		key := incarnation{module: f.Module, name: fr.Symbol.Name, start: fr.Symbol.Start}
-		if jit := fr.Symbol.JIT; jit != nil {
-			key.codeIndex, f.CodeIndex = jit.CodeIndex, jit.CodeIndex
-		}
+		f := Function{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+		key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 		i, ok := index[key]
 		if !ok {
 			i = len(prog.Functions)
 			index[key] = i
 			prog.Functions = append(prog.Functions, f)
 		}
-		return PC{Func: i, Offset: fr.Addr - fr.Symbol.Start}, true
+		return PC{Func: i, Offset: loc.Address - fn.Start}, true, nil
 	}
 
 	var profiles []*Profile
-	for _, res := range results {
-		if res.Frames == nil {
-			return nil, nil, errors.New("gmon: the analysis kept no frames (perfprof.Options.ProfileOnly)")
-		}
+	for _, p := range ps {
 		prof := &Profile{Samples: make(map[PC]uint64), Arcs: make(map[Arc]uint64)}
-		prof.Rate, prof.Dimension = rate(res.Profile)
+		prof.Rate, prof.Dimension = rate(p)
 		seen := make(map[Arc]bool)
-		for _, s := range res.Profile.Sample {
+		for _, s := range p.Sample {
 			n := uint64(s.Value[0])
 			if len(s.Location) == 0 {
 				continue
 			}
-			leaf, ok := funcOf(res, s.Location[0])
+			leaf, ok, err := funcOf(s.Location[0])
+			if err != nil {
+				return nil, nil, err
+			}
 			if !ok {
 				prof.Unaccounted += n
 			} else {
@@ -77,7 +74,10 @@ func FromResults(results ...*perfprof.Result) (*Program, []*Profile, error) {
 			clear(seen)
 			callee, calleeOK := leaf, ok
 			for _, loc := range s.Location[1:] {
-				caller, ok := funcOf(res, loc)
+				caller, ok, err := funcOf(loc)
+				if err != nil {
+					return nil, nil, err
+				}
 				if ok && calleeOK {
 					a := Arc{From: caller, Callee: callee.Func}
 					if !seen[a] {

@@ -24,8 +24,7 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { res.Close() })
-	prog, profiles, err := gmon.FromResults(res)
+	prog, profiles, err := gmon.FromProfiles(res.Profile)
 	if err != nil {
 		t.Fatal(err)
 	}

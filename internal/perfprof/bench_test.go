@@ -18,7 +18,6 @@ func BenchmarkRun(b *testing.B) {
 			b.Fatal(err)
 		}
 		samples = res.Samples
-		res.Close()
 	}
 	b.ReportMetric(float64(samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 }

@@ -34,10 +34,6 @@ type Options struct {
 	// Event names the event whose samples are analysed, as perf evlist
 	// lists them; empty means the first.
 	Event string
-	// ProfileOnly releases the address spaces (symbol tables, mapped dumps)
-	// once the profile is built, for callers that need nothing else: a
-	// Result then has no Space and no Frames, and takes far less memory.
-	ProfileOnly bool
 	// PerFunction makes one profile Location per function (and one per
 	// module for the addresses no symbol covers) instead of one per
 	// address: all that reports by function need, and far fewer distinct
@@ -63,9 +59,17 @@ type Filter struct {
 }
 
 // Result is the profile and what went into it.
+//
+// The profile is all that passes from the analysis to the renderers (text,
+// JSON, folded, pprof, gmon, annotate, the web UI). Its mappings say what
+// holds each location's code: an ELF file placed at [Start, Limit) from file
+// offset Offset, with its build-id when the recording gave one; a jitted
+// function's code (BuildID JITBuildID, File the dump's path, [Start, Limit)
+// the function's place, Offset its code_index); the kernel (KernelFile), the
+// vDSO (VDSOFile), a perf map (File its path). internal/objtool reads their
+// code and symbols.
 type Result struct {
 	Profile *profile.Profile
-	Space   *symbolize.Space // nil with Options.ProfileOnly
 	Event   string
 	// Dumps counts the jitdump files read.
 	Dumps int
@@ -74,18 +78,6 @@ type Result struct {
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
-	// Frames maps each profile Location to the frame it came from, by
-	// Location ID - 1 (nil with Options.ProfileOnly). Their strings may
-	// alias the dumps: use them before Close.
-	Frames []symbolize.Frame
-}
-
-// Close releases the dumps the Space holds mapped. The Profile stays valid.
-func (r *Result) Close() error {
-	if r.Space == nil {
-		return nil
-	}
-	return r.Space.Close()
 }
 
 // Run reads opts.Input twice: once to build the address spaces, once to
@@ -207,7 +199,6 @@ type aggregator struct {
 	filter      Filter
 	stages      *stages.Marks
 	perFunction bool
-	profileOnly bool
 	attrs       map[*perfdata.Attr]bool // of the chosen event
 	event       string
 	unit        string
@@ -235,7 +226,6 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		space:       space,
 		filter:      opts.Filter,
 		perFunction: opts.PerFunction,
-		profileOnly: opts.ProfileOnly,
 		attrs:       make(map[*perfdata.Attr]bool),
 		locIDs:      make(map[location]uint32),
 		lookups:     make([]cached, lookupSlots),
@@ -443,4 +433,57 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	id := uint32(len(a.frames))
 	a.locIDs[key] = id
 	return id
+}
+
+// RunStages runs the analysis once per stage, in order, each with the
+// filter narrowed to the stage: its times, or the stage the program marked.
+// Without stages it runs once.
+func RunStages(opts Options, specs []stages.Spec) ([]*Result, error) {
+	if len(specs) == 0 {
+		res, err := Run(opts)
+		if err != nil {
+			return nil, err
+		}
+		return []*Result{res}, nil
+	}
+	start, end := opts.Filter.Start, opts.Filter.End
+	var first uint64
+	var results []*Result
+	for _, st := range specs {
+		opts.Filter.Start, opts.Filter.End, opts.Filter.Stage = start, end, ""
+		if st.Marked {
+			opts.Filter.Stage = st.Name
+		} else {
+			if first == 0 {
+				var err error
+				if first, err = firstSampleTime(opts.Input); err != nil {
+					return nil, err
+				}
+			}
+			var err error
+			if opts.Filter.Start, opts.Filter.End, err = st.Window(first, start, end); err != nil {
+				return nil, err
+			}
+		}
+		res, err := Run(opts)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// firstSampleTime reads when the recording's first sample was taken.
+func firstSampleTime(path string) (uint64, error) {
+	f, err := perfdata.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	first, _, ok, err := f.SampleTime()
+	if err == nil && !ok {
+		err = fmt.Errorf("%s has no sample-time section, so --stage times cannot be placed: give absolute times with --time", path)
+	}
+	return first, err
 }

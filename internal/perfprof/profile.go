@@ -14,15 +14,20 @@ import (
 	"github.com/jitprof/jitprof/internal/demangle"
 )
 
-// JITBuildID is the BuildID of the profile Mappings of jitted code, whose
-// File is the dump's path: pprof must not look for such a file's symbols
-// or disassemble it with objdump.
-const JITBuildID = "jitdump"
+// The names of a profile's mappings that are not files (see Result).
+const (
+	// JITBuildID is the BuildID of the profile Mappings of jitted code,
+	// whose File is the dump's path: pprof must not look for such a file's
+	// symbols or disassemble it with objdump.
+	JITBuildID = "jitdump"
+	KernelFile = symbolize.KernelName
+	VDSOFile   = symbolize.VDSOName
+)
 
 // result builds the profile: a Mapping per mapped ELF file (per place it
-// was mapped at) and per dump, perf map and the kernel, with every Has*
-// flag set since the profile is complete and pprof must not re-symbolize
-// it.
+// was mapped at), per place of a jitted function, and per perf map and the
+// kernel, with every Has* flag set since the profile is complete and pprof
+// must not re-symbolize it. The address spaces are closed once it is built.
 func (a *aggregator) result() (*Result, error) {
 	// What only the lookups needed goes before the profile takes room.
 	a.nodeIDs, a.locIDs, a.lookups, a.matches = nil, nil, nil, nil
@@ -38,7 +43,7 @@ func (a *aggregator) result() (*Result, error) {
 
 	type mappingKey struct {
 		module       *symbolize.Module
-		start, pgoff uint64
+		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
 	}
 	mappings := make(map[mappingKey]*profile.Mapping)
 	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
@@ -46,7 +51,11 @@ func (a *aggregator) result() (*Result, error) {
 			return nil
 		}
 		key := mappingKey{module: fr.Module}
-		if fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO {
+		jit := fr.Symbol.JIT
+		switch {
+		case jit != nil:
+			key.start, key.pgoff = fr.Symbol.Start, jit.CodeIndex
+		case fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO:
 			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
 		}
 		m := mappings[key]
@@ -56,10 +65,10 @@ func (a *aggregator) result() (*Result, error) {
 				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 			}
 			switch {
+			case jit != nil:
+				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, JITBuildID
 			case key.start != 0:
 				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
-			case fr.Module.Kind == symbolize.JIT:
-				m.BuildID = JITBuildID
 			}
 			if fr.Module.BuildID != nil {
 				m.BuildID = hex.EncodeToString(fr.Module.BuildID)
@@ -138,19 +147,15 @@ func (a *aggregator) result() (*Result, error) {
 	}
 
 	res := &Result{
-		Profile: p, Space: a.space, Event: a.event, Dumps: len(a.space.Dumps()),
+		Profile: p, Event: a.event, Dumps: len(a.space.Dumps()),
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
-		Frames: a.frames,
 	}
 	a.names = nil
-	var err error
-	if a.profileOnly {
-		err = a.space.Close()
-		a.space, a.frames, res.Space, res.Frames = nil, nil, nil, nil
-		// The symbol tables were the larger part of the heap: give their
-		// memory back now, or the samples would be built on top of it.
-		debug.FreeOSMemory()
-	}
+	err := a.space.Close()
+	a.space, a.frames = nil, nil
+	// The symbol tables were the larger part of the heap: give their
+	// memory back now, or the samples would be built on top of it.
+	debug.FreeOSMemory()
 
 	// Samples of one thread share their label maps: pprof only reads them.
 	type labels struct {

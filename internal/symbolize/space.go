@@ -47,6 +47,12 @@ const (
 	Anon                // memory that no file, dump or map describes
 )
 
+// The names of the modules that are not files, as perf names them.
+const (
+	KernelName = "[kernel.kallsyms]"
+	VDSOName   = "[vdso]"
+)
+
 // Module is what holds code: a file, a dump, a perf map, the kernel.
 type Module struct {
 	// Name is the recorded path, the dump's or perf map's path, or one
@@ -171,8 +177,8 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	b := builder{Space: &Space{
 		procs:  make(map[uint32]*process),
 		comms:  make(map[uint32][]comm),
-		kernel: &Module{Name: "[kernel.kallsyms]", Kind: Kernel},
-		vdso:   &Module{Name: "[vdso]", Kind: VDSO},
+		kernel: &Module{Name: KernelName, Kind: Kernel},
+		vdso:   &Module{Name: VDSOName, Kind: VDSO},
 		anon:   &Module{Name: "//anon", Kind: Anon},
 		opts:   opts,
 	}}

@@ -5,7 +5,7 @@
 // profile of JIT code needs. The profile is used as given: jitprof has named
 // every location, so nothing is symbolized again. Disassembly, which pprof
 // gets from objdump, comes from the jitdump files instead, since JIT code
-// exists in no file objdump could read (see Options.Dumps).
+// exists in no file objdump could read (internal/objtool).
 //
 // A JIT reuses the memory of code it dropped, so one address of a dump may
 // have held several functions, and a profile's locations do not say which.
@@ -30,7 +30,7 @@ import (
 	"github.com/google/pprof/driver"
 	"github.com/google/pprof/profile"
 
-	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/objtool"
 )
 
 // Options configures Serve.
@@ -39,11 +39,6 @@ type Options struct {
 	// means localhost, as for pprof -http, so that a profile is not shown to
 	// the network by accident; port 0 picks a free port.
 	HostPort string
-	// Dumps holds the JIT code of the profile's jitted functions, by the
-	// pprof Mapping.File that names each dump (its path). The disassembly
-	// and source views decode the code of these mappings; other mappings
-	// are read as ELF files. The dumps must stay open until Serve returns.
-	Dumps map[string]*dumpindex.Dump
 	// OpenBrowser opens the interface in a browser, chosen as pprof does:
 	// $BROWSER, else the first of chrome, chromium, firefox and others
 	// that runs.
@@ -74,8 +69,8 @@ func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 	defer ln.Close()
 	hostport := net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
-	obj := newObjTool(o.Dumps)
-	defer obj.close()
+	obj := objtool.New(p)
+	defer obj.Close()
 	return driver.PProf(&driver.Options{
 		Flagset: &flags{http: hostport, noBrowser: !o.OpenBrowser},
 		// The driver changes the profile it fetches.

@@ -20,8 +20,9 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // testProfile builds a CPU profile of three functions of the node dump at
@@ -30,7 +31,7 @@ import (
 // in node's executable as the native root.
 func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*profile.Profile, []*dumpindex.Code) {
 	t.Helper()
-	fns := linedFunctions(d, 3)
+	fns := fixtures.LinedFunctions(d, 3)
 	if len(fns) < 3 {
 		t.Fatalf("node wrote %d functions with lines, want 3", len(fns))
 	}
@@ -41,13 +42,13 @@ func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*pr
 		Period:     100000,
 		TimeNanos:  time.Now().UnixNano(),
 	}
-	jit := &profile.Mapping{ID: 1, File: path, HasFunctions: true, HasFilenames: true, HasLineNumbers: true, Start: ^uint64(0)}
+	jit := &profile.Mapping{ID: 1, File: path, BuildID: perfprof.JITBuildID, HasFunctions: true, HasFilenames: true, HasLineNumbers: true, Start: ^uint64(0)}
 	p.Mapping = append(p.Mapping, jit)
 	var locs []*profile.Location
 	for _, fn := range fns {
 		jit.Start = min(jit.Start, fn.CodeAddr)
 		jit.Limit = max(jit.Limit, fn.CodeAddr+fn.CodeSize)
-		e := firstEntry(fn)
+		e := fixtures.FirstEntry(fn)
 		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: fn.Name, SystemName: fn.Name, Filename: e.File}
 		p.Function = append(p.Function, f)
 		locs = append(locs, &profile.Location{ID: uint64(len(locs) + 1), Mapping: jit, Address: e.Addr,
@@ -97,13 +98,13 @@ func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*pr
 }
 
 // serveTest serves p until the test ends, and returns the interface's URL.
-func serveTest(t *testing.T, p *profile.Profile, dumps map[string]*dumpindex.Dump) string {
+func serveTest(t *testing.T, p *profile.Profile) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, p, Options{HostPort: "127.0.0.1:0", Dumps: dumps, Ready: func(u string) { ready <- u }})
+		done <- Serve(ctx, p, Options{HostPort: "127.0.0.1:0", Ready: func(u string) { ready <- u }})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -171,13 +172,13 @@ var scriptElems = regexp.MustCompile(`(?s)<script.*?</script>`)
 
 func TestWebUI(t *testing.T) {
 	browser := fixtures.LookPath(t, "chromium")
-	path, d := nodeDump(t)
+	path, d := fixtures.NodeDump(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal(err) // nodeDump ran it
 	}
 	p, fns := testProfile(t, path, d, node)
-	base := serveTest(t, p, map[string]*dumpindex.Dump{path: d})
+	base := serveTest(t, p)
 
 	// The flame graph, drawn by its scripts in a real browser.
 	dom := scriptElems.ReplaceAllString(chromium(t, browser, "--dump-dom", base+"/ui/flamegraph"), "")
@@ -203,7 +204,7 @@ func TestWebUI(t *testing.T) {
 		t.Errorf("the disassembly of %s has %d instructions:\n%s", fn.Name, len(insts), text)
 	}
 	// pprof writes the base name of the file.
-	e := firstEntry(fn)
+	e := fixtures.FirstEntry(fn)
 	if line := fmt.Sprintf("%s %s:%d\n", fn.Name, filepath.Base(e.File), e.Line); !strings.Contains(text, line) {
 		t.Errorf("the disassembly of %s has no %q:\n%s", fn.Name, line, text)
 	}
@@ -248,7 +249,6 @@ func TestScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p *profile.Profile
-	dumps := make(map[string]*dumpindex.Dump)
 	if *screenshotProfile != "" {
 		f, err := os.Open(*screenshotProfile)
 		if err != nil {
@@ -258,23 +258,15 @@ func TestScreenshot(t *testing.T) {
 		if p, err = profile.Parse(f); err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range p.Mapping {
-			// Reading tells dumps from other files.
-			if d, err := dumpindex.Read(m.File); err == nil {
-				defer d.Close()
-				dumps[m.File] = d
-			}
-		}
 	} else {
-		path, d := nodeDump(t)
+		path, d := fixtures.NodeDump(t)
 		node, err := exec.LookPath("node")
 		if err != nil {
 			t.Fatal(err)
 		}
 		p, _ = testProfile(t, path, d, node)
-		dumps[path] = d
 	}
-	base := serveTest(t, p, dumps)
+	base := serveTest(t, p)
 	chromium(t, browser, "--screenshot="+out, "--window-size=1400,900", "--hide-scrollbars", base+"/ui/flamegraph")
 	t.Logf("wrote %s", out)
 }

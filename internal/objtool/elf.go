@@ -1,6 +1,7 @@
-package webui
+package objtool
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -9,9 +10,10 @@ import (
 
 	"github.com/google/pprof/driver"
 
+	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
-	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // elfFile is an executable or shared library: pprof reads them with
@@ -36,6 +38,41 @@ func openELF(path string) (*elfFile, error) {
 		return nil, err
 	}
 	return &elfFile{path: path, f: f, syms: syms}, nil
+}
+
+// openVDSO reads the running kernel's vDSO, as perfprof named it.
+func openVDSO() (*elfFile, error) {
+	image, err := elfsym.VDSOImage()
+	if err != nil {
+		return nil, err
+	}
+	syms, err := elfsym.NewTable(bytes.NewReader(image), perfprof.VDSOFile)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elf.NewFile(bytes.NewReader(image))
+	if err != nil {
+		syms.Close()
+		return nil, fmt.Errorf("[vdso]: %w", err)
+	}
+	return &elfFile{path: perfprof.VDSOFile, f: f, syms: syms}, nil
+}
+
+func (ef *elfFile) close() error {
+	return errors.Join(ef.f.Close(), ef.syms.Close())
+}
+
+// mapped returns the file placed at a mapping's addresses, [start, limit)
+// from file offset offset.
+func (ef *elfFile) mapped(start, limit, offset uint64) (*mappedELF, error) {
+	base, err := ef.base(start, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = ^uint64(0)
+	}
+	return &mappedELF{elfFile: ef, base: base, start: start, limit: limit}, nil
 }
 
 // names are the names a symbol is known by: as perf and jitprof show it,
@@ -79,19 +116,9 @@ func (ef *elfFile) disasm(start, end uint64, syntax disasm.Syntax) ([]driver.Ins
 	if s, ok := ef.syms.Lookup(start); ok {
 		from = s.Start
 	}
-	var text *elf.Section
-	for _, s := range ef.f.Sections {
-		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Type == elf.SHT_PROGBITS && s.Addr <= from && from-s.Addr < s.Size {
-			text = s
-			break
-		}
-	}
-	if text == nil {
-		return nil, fmt.Errorf("%s: no code at %#x", ef.path, from)
-	}
-	code := make([]byte, min(end, text.Addr+text.Size-1)-from+1)
-	if _, err := text.ReadAt(code, int64(from-text.Addr)); err != nil {
-		return nil, fmt.Errorf("%s: %v", ef.path, err)
+	code, err := ef.code(from, end+1)
+	if err != nil {
+		return nil, err
 	}
 	decoded, err := disasm.Decode(ef.f.Machine, from, code, syntax, ef.symbol)
 	if err != nil {
@@ -106,6 +133,26 @@ func (ef *elfFile) disasm(start, end uint64, syntax disasm.Syntax) ([]driver.Ins
 		insts = append(insts, driver.Inst{Addr: in.Addr, Text: in.Text, Function: name})
 	}
 	return insts, nil
+}
+
+// code returns the bytes of the code at the file's addresses [from, to),
+// cut at the end of the executable section that holds from.
+func (ef *elfFile) code(from, to uint64) ([]byte, error) {
+	var text *elf.Section
+	for _, s := range ef.f.Sections {
+		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Type == elf.SHT_PROGBITS && s.Addr <= from && from-s.Addr < s.Size {
+			text = s
+			break
+		}
+	}
+	if text == nil || to <= from {
+		return nil, fmt.Errorf("%s: no code at %#x", ef.path, from)
+	}
+	code := make([]byte, min(to, text.Addr+text.Size)-from)
+	if _, err := text.ReadAt(code, int64(from-text.Addr)); err != nil {
+		return nil, fmt.Errorf("%s: %v", ef.path, err)
+	}
+	return code, nil
 }
 
 // mappedELF is an elfFile as pprof's ObjFile, placed at a mapping's

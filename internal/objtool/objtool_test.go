@@ -1,10 +1,9 @@
-package webui
+package objtool
 
 import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,71 +17,20 @@ import (
 
 	"github.com/google/pprof/driver"
 
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
-// nodeDump runs node and reads the dump it wrote.
-func nodeDump(t *testing.T) (string, *dumpindex.Dump) {
-	t.Helper()
-	path := fixtures.Dump(t, fixtures.Node)
-	d, err := dumpindex.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return path, d
-}
-
-// linedFunctions returns the functions of d, with unique names, that have
-// at least n DEBUG_INFO entries inside their code. (V8 also writes
-// entries far outside, with garbled files, for the workload's own file.)
-func linedFunctions(d *dumpindex.Dump, n int) []*dumpindex.Code {
-	count := make(map[string]int)
-	for _, f := range d.Functions {
-		count[f.Name]++
-	}
-	var fns []*dumpindex.Code
-	for _, f := range d.Functions {
-		if count[f.Name] == 1 && len(entriesInside(f)) >= n {
-			fns = append(fns, f)
-		}
-	}
-	return fns
-}
-
-// entriesInside returns f's DEBUG_INFO entries inside its code, the last of
-// each address only, since it is the one in effect there.
-func entriesInside(f *dumpindex.Code) map[uint64]jitdump.DebugEntry {
-	m := make(map[uint64]jitdump.DebugEntry)
-	if f.Debug == nil {
-		return m
-	}
-	for e := range f.Debug.Entries() {
-		if e.Addr >= f.CodeAddr && e.Addr < f.CodeAddr+f.CodeSize {
-			m[e.Addr] = e
-		}
-	}
-	return m
-}
-
-// firstEntry returns f's DEBUG_INFO entry of the lowest address inside its
-// code.
-func firstEntry(f *dumpindex.Code) jitdump.DebugEntry {
-	entries := entriesInside(f)
-	return entries[slices.Min(slices.Collect(maps.Keys(entries)))]
-}
-
 func TestObjToolNodeDump(t *testing.T) {
-	path, d := nodeDump(t)
-	fns := linedFunctions(d, 3)
+	path, d := fixtures.NodeDump(t)
+	fns := fixtures.LinedFunctions(d, 3)
 	if len(fns) == 0 {
 		t.Fatal("node wrote no function with source lines inside its code")
 	}
 	fn := fns[0]
-	tool := newObjTool(map[string]*dumpindex.Dump{path: d})
-	defer tool.close()
+	tool := newTool(map[string]*dumpindex.Dump{path: d})
+	defer tool.Close()
 	f, err := tool.Open(path, 0, ^uint64(0), 0, "")
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +61,8 @@ func TestObjToolNodeDump(t *testing.T) {
 	if len(insts) == 0 || insts[0].Addr != start {
 		t.Fatalf("Disasm(%s) starts with %v, want an instruction at %#x", fn.Name, insts[:min(1, len(insts))], start)
 	}
-	entries := entriesInside(fn)
-	first := firstEntry(fn).Addr
+	entries := fixtures.EntriesInside(fn)
+	first := fixtures.FirstEntry(fn).Addr
 	lined := 0
 	for i, in := range insts {
 		if in.Function != fn.Name || in.Addr > end || i > 0 && in.Addr <= insts[i-1].Addr {
@@ -217,7 +165,7 @@ func TestObjToolReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	tool := newObjTool(map[string]*dumpindex.Dump{path: d})
+	tool := newTool(map[string]*dumpindex.Dump{path: d})
 	f, err := tool.Open(path, 0x1000, 0x3001, 0, "")
 	if err != nil {
 		t.Fatal(err)
@@ -298,8 +246,8 @@ func TestObjToolELF(t *testing.T) {
 			if err != nil {
 				t.Skip(err)
 			}
-			tool := newObjTool(nil)
-			defer tool.close()
+			tool := newTool(nil)
+			defer tool.Close()
 			f, err := tool.Open(path, 0, ^uint64(0), 0, "")
 			if err != nil {
 				t.Fatal(err)
@@ -404,8 +352,8 @@ func TestObjToolELFBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ef.Close()
-		tool := newObjTool(nil)
-		defer tool.close()
+		tool := newTool(nil)
+		defer tool.Close()
 		f, err := tool.Open(exe, start, limit, offset, "")
 		if err != nil {
 			t.Fatal(err)

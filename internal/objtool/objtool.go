@@ -1,0 +1,470 @@
+package objtool
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/google/pprof/driver"
+
+	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/disasm"
+	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/perfmap"
+)
+
+// Tool reads the code, symbols and source lines of a profile's mappings:
+// jitted code from the jitdump files its JIT mappings name, native code from
+// ELF files (and the vDSO), symbols of the kernel from /proc/kallsyms and of
+// perf maps from the map. It is pprof's driver.ObjTool, for the web UI, and
+// what annotate and gmon read functions with, so that all three see the
+// same code at the same addresses.
+//
+// Files are read on first use and kept until Close, since the driver opens
+// them again for every report.
+type Tool struct {
+	mu       sync.Mutex
+	dumps    map[string]*dumpindex.Dump // by path; nil until read
+	owned    []*dumpindex.Dump          // read here: Close closes them
+	jit      map[string]*jitFile
+	elfs     map[string]*elfFile
+	perfMaps map[string]*perfmap.Table
+	kernel   *elfsym.Table
+	vdso     *elfFile
+}
+
+// New returns the tool for the mappings of profiles perfprof made: those
+// whose BuildID is perfprof.JITBuildID are jitdump files, at the path of
+// their File.
+func New(ps ...*profile.Profile) *Tool {
+	dumps := make(map[string]*dumpindex.Dump)
+	for _, p := range ps {
+		for _, m := range p.Mapping {
+			if m.BuildID == perfprof.JITBuildID {
+				dumps[m.File] = nil
+			}
+		}
+	}
+	return newTool(dumps)
+}
+
+// newTool returns the tool for the given dumps, by path; nil ones are read
+// when first needed.
+func newTool(dumps map[string]*dumpindex.Dump) *Tool {
+	return &Tool{dumps: dumps, jit: make(map[string]*jitFile), elfs: make(map[string]*elfFile), perfMaps: make(map[string]*perfmap.Table)}
+}
+
+// Open returns the file of a mapping. A dump's addresses are the runtime
+// addresses of its code, so it is the same file wherever it is mapped. An
+// ELF file is read with the mapping's placement (start, limit, offset).
+func (t *Tool) Open(file string, start, limit, offset uint64, _ string) (driver.ObjFile, error) {
+	jf, err := t.jitFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if jf != nil {
+		return jf, nil
+	}
+	ef, err := t.elfFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return ef.mapped(start, limit, offset)
+}
+
+// Disasm returns the instructions of file that start in [start, end]: end
+// is the last byte, as in driver.Sym.End.
+func (t *Tool) Disasm(file string, start, end uint64, intelSyntax bool) ([]driver.Inst, error) {
+	syntax := disasm.GNU
+	if intelSyntax {
+		syntax = disasm.Intel
+	}
+	jf, err := t.jitFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if jf != nil {
+		return jf.disasm(start, end, syntax)
+	}
+	ef, err := t.elfFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return ef.disasm(start, end, syntax)
+}
+
+// perfMapName is how perf and perfprof tell a perf map: perf-<pid>.map.
+var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
+
+// Func is a function of a mapping, at the mapping's runtime addresses.
+type Func struct {
+	Name       string // as its file names it, mangled or not
+	Start, End uint64
+	// CodeIndex is a jitted function's code_index in its dump, 0 for the
+	// rest.
+	CodeIndex uint64
+
+	jit *placed // for jitted code
+	elf *elfFile
+	// base is what to subtract from a runtime address to get the ELF
+	// file's own.
+	base uint64
+}
+
+// FuncAt returns the function that holds addr in the mapping m of a profile
+// perfprof made, as perfprof named it: a jitted function by the code_index
+// its mapping gives (Offset), an ELF or vDSO symbol by the file's symbol
+// table, a kernel symbol by /proc/kallsyms, a perf map's entry by the map.
+// It returns false when nothing there names addr.
+func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
+	switch {
+	case m == nil:
+		return Func{}, false, nil
+	case m.BuildID == perfprof.JITBuildID:
+		jf, err := t.jitFile(m.File)
+		if err != nil || jf == nil {
+			return Func{}, false, err
+		}
+		p := jf.placedAt(m.Offset, m.Start)
+		if p == nil || addr < p.addr || addr >= p.end() {
+			return Func{}, false, nil
+		}
+		return Func{Name: p.fn.Name, Start: p.addr, End: p.end(), CodeIndex: p.fn.CodeIndex, jit: p}, true, nil
+	case m.File == perfprof.KernelFile:
+		kt, err := t.kernelTable()
+		if err != nil {
+			return Func{}, false, err
+		}
+		s, ok := kt.Lookup(addr)
+		return Func{Name: s.Name, Start: s.Start, End: s.End}, ok, nil
+	case perfMapName.MatchString(filepath.Base(m.File)):
+		pt, err := t.perfMap(m.File)
+		if err != nil {
+			return Func{}, false, err
+		}
+		e, ok := pt.Lookup(addr)
+		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size}, ok, nil
+	}
+	ef, err := t.elfFile(m.File)
+	if err != nil {
+		return Func{}, false, err
+	}
+	mf, err := ef.mapped(m.Start, m.Limit, m.Offset)
+	if err != nil {
+		return Func{}, false, err
+	}
+	s, ok := ef.syms.Lookup(addr - mf.base)
+	if !ok {
+		return Func{}, false, nil
+	}
+	return Func{Name: s.Name, Start: s.Start + mf.base, End: s.End + mf.base, elf: ef, base: mf.base}, true, nil
+}
+
+// Code returns f's machine code and the machine it is for; kernel and perf
+// map functions have none to give.
+func (f Func) Code() ([]byte, elf.Machine, error) {
+	switch {
+	case f.jit != nil:
+		return f.jit.fn.Code[:min(uint64(len(f.jit.fn.Code)), f.jit.fn.CodeSize)], f.jit.mach, nil
+	case f.elf != nil:
+		code, err := f.elf.code(f.Start-f.base, f.End-f.base)
+		return code, f.elf.f.Machine, err
+	}
+	return nil, 0, fmt.Errorf("%s has no code to show: it is not in a dump or an ELF file", f.Name)
+}
+
+// Line returns the source line of addr in a jitted function, from its
+// dump; false for native code, whose lines are not read.
+func (f Func) Line(addr uint64) (file string, line int, ok bool) {
+	if f.jit == nil {
+		return "", 0, false
+	}
+	return f.jit.line(addr)
+}
+
+// jitFile returns the index of the dump named file, read on first use, or
+// nil when file names no dump.
+func (t *Tool) jitFile(file string) (*jitFile, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d, ok := t.dumps[file]
+	if !ok {
+		return nil, nil
+	}
+	if jf := t.jit[file]; jf != nil {
+		return jf, nil
+	}
+	if d == nil {
+		var err error
+		if d, err = dumpindex.Read(file); err != nil {
+			return nil, err
+		}
+		t.dumps[file] = d
+		t.owned = append(t.owned, d)
+	}
+	jf := newJITFile(file, d)
+	t.jit[file] = jf
+	return jf, nil
+}
+
+func (t *Tool) elfFile(file string) (*elfFile, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ef := t.elfs[file]; ef != nil {
+		return ef, nil
+	}
+	var (
+		ef  *elfFile
+		err error
+	)
+	if file == perfprof.VDSOFile {
+		ef, err = openVDSO()
+	} else {
+		ef, err = openELF(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.elfs[file] = ef
+	return ef, nil
+}
+
+func (t *Tool) kernelTable() (*elfsym.Table, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kernel == nil {
+		kt, err := elfsym.ReadKallsyms("/proc/kallsyms")
+		if err != nil {
+			return nil, fmt.Errorf("kernel symbols: %w", err)
+		}
+		t.kernel = kt
+	}
+	return t.kernel, nil
+}
+
+func (t *Tool) perfMap(path string) (*perfmap.Table, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if pt := t.perfMaps[path]; pt != nil {
+		return pt, nil
+	}
+	entries, _, err := perfmap.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pt := perfmap.NewTable(entries)
+	t.perfMaps[path] = pt
+	return pt, nil
+}
+
+// Close closes the files the tool read.
+func (t *Tool) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, ef := range t.elfs {
+		errs = append(errs, ef.close())
+	}
+	for _, d := range t.owned {
+		errs = append(errs, d.Close())
+	}
+	if t.kernel != nil {
+		errs = append(errs, t.kernel.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// placed is a function of a dump at one of its addresses: where it was
+// loaded, and where each CODE_MOVE put it.
+type placed struct {
+	fn    *dumpindex.Code
+	addr  uint64
+	order int // of the load or move in the dump; later ones are greater
+	lines dumpindex.Lines
+	mach  elf.Machine
+}
+
+func (p *placed) end() uint64 { return p.addr + p.fn.CodeSize }
+
+// line returns the source line of addr.
+func (p *placed) line(addr uint64) (file string, line int, ok bool) {
+	f, l, ok := p.lines.At(addr - (p.addr - p.fn.CodeAddr))
+	return f, int(l), ok
+}
+
+// jitFile is a jitdump file as pprof's ObjFile, addressed at run time.
+//
+// A JIT reuses the memory of code it dropped, so an address may have held
+// several functions over the recording, and the profile's locations do not
+// say when they were sampled. Where the dump places several functions over
+// an address, the latest placed is taken to be the one the profile means,
+// unless the caller names a function by its exact range (as pprof does with
+// the ranges Symbols returns). Symbols lists functions placed over the
+// same range as one symbol with several names, the latest first.
+type jitFile struct {
+	path    string
+	byIndex map[uint64][]*placed // the places of each code_index
+	mach    elf.Machine
+	placed  []*placed // by address, end, then order
+	maxSize uint64
+}
+
+func newJITFile(path string, d *dumpindex.Dump) *jitFile {
+	jf := &jitFile{path: path, mach: d.Machine(), byIndex: make(map[uint64][]*placed)}
+	lines := make(map[*dumpindex.Code]dumpindex.Lines)
+	for i, ev := range d.Events {
+		fn := ev.Code
+		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
+			continue // covers nothing, or wraps around
+		}
+		if _, ok := lines[fn]; !ok {
+			lines[fn] = fn.Lines()
+		}
+		p := &placed{fn: fn, addr: ev.Addr, order: i, lines: lines[fn], mach: jf.mach}
+		jf.placed = append(jf.placed, p)
+		jf.byIndex[fn.CodeIndex] = append(jf.byIndex[fn.CodeIndex], p)
+		jf.maxSize = max(jf.maxSize, fn.CodeSize)
+	}
+	sort.Slice(jf.placed, func(i, j int) bool {
+		a, b := jf.placed[i], jf.placed[j]
+		if a.addr != b.addr {
+			return a.addr < b.addr
+		}
+		if a.end() != b.end() {
+			return a.end() < b.end()
+		}
+		return a.order < b.order
+	})
+	return jf
+}
+
+// placedAt returns the function of code_index codeIndex placed at start, or
+// nil.
+func (jf *jitFile) placedAt(codeIndex, start uint64) *placed {
+	for _, p := range jf.byIndex[codeIndex] {
+		if p.addr == start {
+			return p
+		}
+	}
+	return nil
+}
+
+// at returns the function placed latest over addr, or nil.
+func (jf *jitFile) at(addr uint64) *placed {
+	var best *placed
+	i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr > addr })
+	for i--; i >= 0 && addr-jf.placed[i].addr < jf.maxSize; i-- {
+		if p := jf.placed[i]; addr < p.end() && (best == nil || p.order > best.order) {
+			best = p
+		}
+	}
+	return best
+}
+
+// exactly returns the function placed latest over exactly [start, end],
+// or nil.
+func (jf *jitFile) exactly(start, end uint64) *placed {
+	var best *placed
+	i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr >= start })
+	for ; i < len(jf.placed) && jf.placed[i].addr == start; i++ {
+		if p := jf.placed[i]; p.end()-1 == end && (best == nil || p.order > best.order) {
+			best = p
+		}
+	}
+	return best
+}
+
+func (jf *jitFile) Name() string                        { return jf.path }
+func (jf *jitFile) ObjAddr(addr uint64) (uint64, error) { return addr, nil }
+func (jf *jitFile) BuildID() string                     { return "" }
+func (jf *jitFile) Close() error                        { return nil }
+
+func (jf *jitFile) SourceLine(addr uint64) ([]driver.Frame, error) {
+	p := jf.at(addr)
+	if p == nil {
+		return nil, fmt.Errorf("%s: no function at %#x", jf.path, addr)
+	}
+	file, line, _ := p.line(addr)
+	return []driver.Frame{{Func: p.fn.Name, File: file, Line: line}}, nil
+}
+
+func (jf *jitFile) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error) {
+	var syms []*driver.Sym
+	// Functions placed over the same range are adjacent in jf.placed,
+	// earliest first.
+	for i := 0; i < len(jf.placed); {
+		p := jf.placed[i]
+		var names []string
+		match := r == nil
+		for ; i < len(jf.placed) && jf.placed[i].addr == p.addr && jf.placed[i].end() == p.end(); i++ {
+			name := jf.placed[i].fn.Name
+			names = append([]string{name}, names...)
+			match = match || r.MatchString(name)
+		}
+		if match && (addr == 0 || p.addr <= addr && addr < p.end()) {
+			syms = append(syms, &driver.Sym{Name: names, File: jf.path, Start: p.addr, End: p.end() - 1})
+		}
+	}
+	return syms, nil
+}
+
+// disasm returns the instructions that start in [start, end]. Each function
+// there is decoded from its first byte, so that instructions start where
+// they do when the code runs even when start is inside one.
+func (jf *jitFile) disasm(start, end uint64, syntax disasm.Syntax) ([]driver.Inst, error) {
+	if p := jf.exactly(start, end); p != nil {
+		return jf.decode(p, start, end, syntax)
+	}
+	var insts []driver.Inst
+	for addr := start; addr <= end; {
+		p := jf.at(addr)
+		if p == nil {
+			// Skip to the next function.
+			i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr > addr })
+			if i == len(jf.placed) {
+				break
+			}
+			addr = jf.placed[i].addr
+			continue
+		}
+		in, err := jf.decode(p, addr, end, syntax)
+		if err != nil {
+			return nil, err
+		}
+		insts = append(insts, in...)
+		addr = p.end()
+	}
+	return insts, nil
+}
+
+// decode returns the instructions of p that start in [start, end].
+func (jf *jitFile) decode(p *placed, start, end uint64, syntax disasm.Syntax) ([]driver.Inst, error) {
+	code := p.fn.Code[:min(uint64(len(p.fn.Code)), p.fn.CodeSize)]
+	decoded, err := disasm.Decode(jf.mach, p.addr, code, syntax, jf.symbol)
+	if err != nil {
+		return nil, err
+	}
+	var insts []driver.Inst
+	for _, in := range decoded {
+		if in.Addr < start || in.Addr > end {
+			continue
+		}
+		file, line, _ := p.line(in.Addr)
+		insts = append(insts, driver.Inst{Addr: in.Addr, Text: in.Text, Function: p.fn.Name, File: file, Line: line})
+	}
+	return insts, nil
+}
+
+// symbol names the targets of branches and PC-relative operands.
+func (jf *jitFile) symbol(addr uint64) (string, uint64) {
+	if p := jf.at(addr); p != nil {
+		return p.fn.Name, p.addr
+	}
+	return "", 0
+}
