@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -215,54 +214,6 @@ func FuzzGmonRoundTrip(f *testing.F) {
 	})
 }
 
-// RunGprof runs GNU gprof -b with args and returns what it prints. It is
-// exported for the package's external tests.
-func RunGprof(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(fixtures.LookPath(t, "gprof"), append([]string{"-b"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gprof %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// FlatShares is each name's share in percent in gprof's flat profile, the
-// entries of one name summed, and how many entries each name has.
-func FlatShares(t *testing.T, out string) (map[string]float64, map[string]int) {
-	t.Helper()
-	shares, entries := map[string]float64{}, map[string]int{}
-	header := false
-	for line := range strings.Lines(out) {
-		if strings.HasPrefix(line, " time ") {
-			header = true
-			continue
-		}
-		if header && strings.TrimSpace(line) == "" {
-			break
-		}
-		f := strings.Fields(line)
-		if !header || len(f) < 4 {
-			continue
-		}
-		pct, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			t.Fatalf("flat profile line %q", line)
-		}
-		// % cumulative self [calls self/call total/call] name: the name
-		// starts after the numbers, and may hold spaces.
-		i := 3
-		if _, err := strconv.ParseFloat(f[3], 64); err == nil && len(f) >= 7 {
-			i = 6
-		}
-		shares[strings.Join(f[i:], " ")] += pct
-		entries[strings.Join(f[i:], " ")]++
-	}
-	if !header {
-		t.Fatalf("gprof printed no flat profile:\n%s", out)
-	}
-	return shares, entries
-}
-
 // TestGprofReadsBothSymbolFiles: gprof, given the ELF symbol file or the
 // assembler file assembled and linked, prints the flat profile the model
 // holds, names with spaces, dots and quotes included.
@@ -320,7 +271,7 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 			}
 		}
 	}
-	elfShares, _ := FlatShares(t, RunGprof(t, "-p", syms, gmonOut))
+	elfShares, _ := fixtures.FlatShares(t, fixtures.RunGprof(t, "-p", syms, gmonOut))
 	check("ELF", elfShares)
 
 	for _, tool := range []string{"as", "ld"} {
@@ -334,7 +285,7 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	got, _ := FlatShares(t, RunGprof(t, "-p", linked, gmonOut))
+	got, _ := fixtures.FlatShares(t, fixtures.RunGprof(t, "-p", linked, gmonOut))
 	got["loop.b$x"] += got["loop.b$x #2"]
 	check("assembled", got)
 }

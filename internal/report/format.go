@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/atomicfile"
-	"github.com/jitprof/jitprof/internal/gmon"
 )
 
 // Format is a kind of output.
@@ -82,7 +81,7 @@ func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, err
 		}
-		return gmon.WriteFiles(out, f == FormatKaffeAs, names, ps)
+		return writeGprof(out, f == FormatKaffeAs, names, ps)
 	}
 	write := func(w io.Writer) error { return writeStages(w, f, names, ps, o) }
 	if out == "" {

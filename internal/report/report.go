@@ -106,6 +106,7 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // Options selects what a report shows.
@@ -212,6 +213,7 @@ func parseSort(names []string) ([]sortKey, error) {
 type frame struct {
 	name   string // demangled symbol, or unknown
 	module string // base name of the mapping's file, or unknown
+	kernel bool   // the kernel's code: its mapping is perfprof.KernelFile
 	file   string // source file, when known
 	sym    int32  // name, interned: frames of the same name share it
 	mod    int32  // module, interned
@@ -281,7 +283,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 			stacks = append(stacks, b.location(l))
 		}
 		if len(s.Location) == 0 {
-			stacks = append(stacks, b.frame(unknown, unknown, ""))
+			stacks = append(stacks, b.frame(unknown, unknown, "", false))
 		}
 		pid := int64(-1)
 		if v := s.NumLabel["pid"]; len(v) > 0 {
@@ -360,10 +362,11 @@ func (b *builder) resolve(l *profile.Location) int32 {
 			file = fn.Filename
 		}
 	}
-	return b.frame(name, module, file)
+	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
+	return b.frame(name, module, file, kernel)
 }
 
-func (b *builder) frame(name, module, file string) int32 {
+func (b *builder) frame(name, module, file string, kernel bool) int32 {
 	k := [2]string{name, module}
 	if i, ok := b.frames[k]; ok {
 		if b.m.frames[i].file == "" {
@@ -375,6 +378,7 @@ func (b *builder) frame(name, module, file string) int32 {
 	b.m.frames = append(b.m.frames, frame{
 		name:   name,
 		module: module,
+		kernel: kernel,
 		file:   file,
 		sym:    intern(b.syms, name),
 		mod:    intern(b.mods, module),

@@ -166,7 +166,7 @@ func (t *table) columns() []*column {
 		case bySymbol:
 			add("Symbol", false, func(e *entry) string {
 				f := &t.frames[e.frame]
-				if isKernel(f.module) {
+				if f.kernel {
 					return "[k] " + f.name
 				}
 				return "[.] " + f.name
@@ -174,16 +174,6 @@ func (t *table) columns() []*column {
 		}
 	}
 	return cols
-}
-
-// isKernel reports whether module is the kernel or one of its modules,
-// under the names perf gives them.
-func isKernel(module string) bool {
-	return strings.HasPrefix(module, "[kernel.") ||
-		strings.HasPrefix(module, "[guest.kernel.") ||
-		module == "vmlinux" ||
-		strings.HasSuffix(module, ".ko") ||
-		strings.Contains(module, ".ko.")
 }
 
 // A graphWriter prints call graphs in the layout of perf's graph mode.

@@ -1,4 +1,4 @@
-package gmon_test
+package report
 
 import (
 	"bytes"
@@ -10,10 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/gmon"
-	"github.com/jitprof/jitprof/internal/report"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // gprofFiles analyses a recording and writes what --format gmon writes:
@@ -24,7 +23,7 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, profiles, err := gmon.FromProfiles(res.Profile)
+	prog, profiles, err := gprofProgram(res.Profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +52,10 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 // textShares is each symbol's share in percent in jitprof report's text
 // output sorted by symbol; addresses no symbol names count together as
 // _unaccounted_, as gprof shows them.
-func textShares(t *testing.T, p *report.Options, res *perfprof.Result) map[string]float64 {
+func textShares(t *testing.T, p *Options, res *perfprof.Result) map[string]float64 {
 	t.Helper()
 	var b bytes.Buffer
-	if err := report.Text(&b, res.Profile, *p); err != nil {
+	if err := Text(&b, res.Profile, *p); err != nil {
 		t.Fatal(err)
 	}
 	shares := map[string]float64{}
@@ -83,7 +82,7 @@ func textShares(t *testing.T, p *report.Options, res *perfprof.Result) map[strin
 // for each entry: gprof lists each incarnation of a name on its own).
 func sameShares(t *testing.T, flat string, text map[string]float64) {
 	t.Helper()
-	gprofShares, entries := gmon.FlatShares(t, flat)
+	gprofShares, entries := fixtures.FlatShares(t, flat)
 	for name, pct := range text {
 		tol := 0.0051 * float64(1+entries[name])
 		if name == gmon.UnaccountedName {
@@ -114,10 +113,10 @@ func TestGprofGroundTruth(t *testing.T) {
 	tr := fixtures.ParseJITTruth(t, out)
 
 	res, prog, symbols, gmonOut := gprofFiles(t, data)
-	flat := gmon.RunGprof(t, "-p", symbols, gmonOut)
+	flat := fixtures.RunGprof(t, "-p", symbols, gmonOut)
 	t.Logf("gprof's flat profile:\n%.2000s", flat)
-	got, _ := gmon.FlatShares(t, flat)
-	sameShares(t, flat, textShares(t, &report.Options{Sort: []string{"symbol"}}, res))
+	got, _ := fixtures.FlatShares(t, flat)
+	sameShares(t, flat, textShares(t, &Options{Sort: []string{"symbol"}}, res))
 
 	counts := map[string]float64{}
 	for name, pct := range got {
@@ -162,7 +161,7 @@ func TestGprofGroundTruth(t *testing.T) {
 
 	// The call graph has the arcs of the sampled call chains: the calls
 	// between jitted functions that the program made.
-	graph := gmon.RunGprof(t, "-q", symbols, gmonOut)
+	graph := fixtures.RunGprof(t, "-q", symbols, gmonOut)
 	if len(tr.Calls) == 0 {
 		t.Fatal("minijit reports no calls between jitted functions")
 	}
@@ -210,8 +209,8 @@ func TestGprofNode(t *testing.T) {
 	if jitted == 0 || jitted == len(prog.Functions) {
 		t.Errorf("%d jitted functions of %d: want both jitted and native ones", jitted, len(prog.Functions))
 	}
-	sameShares(t, gmon.RunGprof(t, "-p", symbols, gmonOut), textShares(t, &report.Options{Sort: []string{"symbol"}}, res))
-	graph := gmon.RunGprof(t, "-q", symbols, gmonOut)
+	sameShares(t, fixtures.RunGprof(t, "-p", symbols, gmonOut), textShares(t, &Options{Sort: []string{"symbol"}}, res))
+	graph := fixtures.RunGprof(t, "-q", symbols, gmonOut)
 	if strings.Count(graph, "\n") < 50 || !strings.Contains(graph, "/") {
 		t.Errorf("gprof's call graph of node shows no calls:\n%.2000s", graph)
 	}

@@ -1,11 +1,18 @@
-package gmon
+package report
 
 import (
+	"io"
 	"math"
+	"path/filepath"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
 )
+
+// The bridge from perfprof's profiles to gprof's files: internal/gmon's
+// model knows nothing of how samples were gathered.
 
 // incarnation tells function incarnations apart: a name at a start in a
 // module, and for jitted code its code_index, so that functions that held
@@ -18,8 +25,8 @@ type incarnation struct {
 	codeIndex uint64
 }
 
-// FromProfiles builds one Program over the functions of all profiles
-// (perfprof's, by address) and a Profile of each, in order (the stages of
+// gprofProgram builds one gmon.Program over the functions of all profiles
+// (perfprof's, by address) and a gmon.Profile of each, in order (the stages of
 // one recording). Samples are counted, not weighed by period, as jitprof
 // report's text output counts them; the leaf of each sample goes into the
 // histogram, and each distinct caller-callee pair of its call chain adds the
@@ -28,20 +35,20 @@ type incarnation struct {
 // Functions are named as the report names them (demangled); where each
 // starts, how long it is and which code_index it was comes from the files
 // the profiles' mappings name.
-func FromProfiles(ps ...*profile.Profile) (*Program, []*Profile, error) {
+func gprofProgram(ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
 	tool := objtool.New(ps...)
 	defer tool.Close()
-	prog := &Program{}
+	prog := &gmon.Program{}
 	index := make(map[incarnation]int)
-	funcOf := func(loc *profile.Location) (PC, bool, error) {
+	funcOf := func(loc *profile.Location) (gmon.PC, bool, error) {
 		if len(loc.Line) == 0 {
-			return PC{}, false, nil
+			return gmon.PC{}, false, nil
 		}
 		fn, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
 		if err != nil || !ok {
-			return PC{}, false, err
+			return gmon.PC{}, false, err
 		}
-		f := Function{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+		f := gmon.Function{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
 		key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 		i, ok := index[key]
 		if !ok {
@@ -49,14 +56,14 @@ func FromProfiles(ps ...*profile.Profile) (*Program, []*Profile, error) {
 			index[key] = i
 			prog.Functions = append(prog.Functions, f)
 		}
-		return PC{Func: i, Offset: loc.Address - fn.Start}, true, nil
+		return gmon.PC{Func: i, Offset: loc.Address - fn.Start}, true, nil
 	}
 
-	var profiles []*Profile
+	var profiles []*gmon.Profile
 	for _, p := range ps {
-		prof := &Profile{Samples: make(map[PC]uint64), Arcs: make(map[Arc]uint64)}
+		prof := &gmon.Profile{Samples: make(map[gmon.PC]uint64), Arcs: make(map[gmon.Arc]uint64)}
 		prof.Rate, prof.Dimension = rate(p)
-		seen := make(map[Arc]bool)
+		seen := make(map[gmon.Arc]bool)
 		for _, s := range p.Sample {
 			n := uint64(s.Value[0])
 			if len(s.Location) == 0 {
@@ -79,7 +86,7 @@ func FromProfiles(ps ...*profile.Profile) (*Program, []*Profile, error) {
 					return nil, nil, err
 				}
 				if ok && calleeOK {
-					a := Arc{From: caller, Callee: callee.Func}
+					a := gmon.Arc{From: caller, Callee: callee.Func}
 					if !seen[a] {
 						seen[a] = true
 						prof.Arcs[a] += n
@@ -110,4 +117,45 @@ func rate(p *profile.Profile) (uint32, string) {
 	}
 	hz := math.Round(count * 1e9 / period)
 	return uint32(min(max(hz, 1), math.MaxUint32)), "seconds"
+}
+
+// writeGprof writes profiles, one per stage, into dir for gprof: a
+// histogram file per stage (gmon.out, or gmon.out.NAME for stage NAME) and
+// the symbol file they share, an ELF file or, with kaffe, Kaffe's
+// assembler file (with Kaffe's file names, xgmon.out and
+// kaffe-jit-symbols.s). Each file is written whole or not at all. It
+// returns the paths written.
+func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile) ([]string, error) {
+	prog, profiles, err := gprofProgram(ps...)
+	if err != nil {
+		return nil, err
+	}
+	machine, order, err := gmon.HostMachine()
+	if err != nil {
+		return nil, err
+	}
+	layout := prog.Layout(profiles...)
+	histName, symName := "gmon.out", "jitprof-symbols"
+	writeSyms := func(w io.Writer) error { return prog.WriteELF(w, machine, order, layout) }
+	if kaffe {
+		histName, symName = "xgmon.out", "kaffe-jit-symbols.s"
+		writeSyms = func(w io.Writer) error { return prog.WriteAssembler(w, layout) }
+	}
+	var written []string
+	path := filepath.Join(dir, symName)
+	if err := atomicfile.Write(path, writeSyms); err != nil {
+		return nil, err
+	}
+	written = append(written, path)
+	for i, prof := range profiles {
+		path := filepath.Join(dir, histName)
+		if names[i] != "" {
+			path += "." + names[i]
+		}
+		if err := atomicfile.Write(path, func(w io.Writer) error { return gmon.WriteGmon(w, order, layout, prof) }); err != nil {
+			return nil, err
+		}
+		written = append(written, path)
+	}
+	return written, nil
 }
