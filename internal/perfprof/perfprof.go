@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
-	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
@@ -235,9 +234,9 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		stacks:      make(map[stackKey]total),
 		first:       math.MaxUint64,
 	}
-	var dumps []*dumpindex.Dump
+	var dumps []*jitsources.Dump
 	for _, m := range space.Dumps() {
-		dumps = append(dumps, m.Dump.Dump)
+		dumps = append(dumps, m.Dump)
 	}
 	if a.stages = stages.NewMarks(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
 		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())

@@ -7,12 +7,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
 )
 
-// Marks are the stage marks of the dumps of a recording, by the pid of the
-// process that wrote each dump (its header's): what a program said about its
-// own phases with jitdump's Writer.Stage and Writer.Accounting.
+// Marks are the stage marks of the dumps of a recording, by the recorded pid
+// of the process that marked each dump (not its header's, which is the
+// runtime's own in a container's pid namespace): what a program said about
+// its own phases with jitdump's Writer.Stage and Writer.Accounting.
 type Marks struct {
 	byPid map[uint32][]mark
 	names map[string]bool
@@ -25,10 +26,10 @@ type mark struct {
 	accounting bool
 }
 
-// NewMarks collects the marks of dumps. Their timestamps are taken as
-// CLOCK_MONOTONIC, the clock of the Go writer; it returns nil when no dump
-// has marks, so that callers pay nothing for programs that mark nothing.
-func NewMarks(dumps []*dumpindex.Dump) *Marks {
+// NewMarks collects the marks of dumps, in perf's clock. It returns nil
+// when no dump has marks, so that callers pay nothing for programs that
+// mark nothing.
+func NewMarks(dumps []*jitsources.Dump) *Marks {
 	var s *Marks
 	for _, d := range dumps {
 		if len(d.Marks) == 0 {
@@ -37,18 +38,18 @@ func NewMarks(dumps []*dumpindex.Dump) *Marks {
 		if s == nil {
 			s = &Marks{byPid: make(map[uint32][]mark), names: make(map[string]bool)}
 		}
-		ms := s.byPid[d.Header.Pid]
+		ms := s.byPid[d.Pid]
 		for _, m := range d.Marks {
 			// The name aliases the dump, which the caller may close
 			// before it is done with the stages.
 			name := strings.Clone(m.Name)
-			ms = append(ms, mark{time: m.Timestamp, name: name, accounting: m.Accounting})
+			ms = append(ms, mark{time: d.PerfTime(m.Timestamp), name: name, accounting: m.Accounting})
 			s.names[name] = true
 		}
 		// Stable: marks of equal time keep their file order, the last
 		// one stating the state from then on.
 		slices.SortStableFunc(ms, func(x, y mark) int { return cmp.Compare(x.time, y.time) })
-		s.byPid[d.Header.Pid] = ms
+		s.byPid[d.Pid] = ms
 	}
 	return s
 }

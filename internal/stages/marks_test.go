@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -14,9 +15,11 @@ func TestStagesAt(t *testing.T) {
 	mark := func(ts uint64, name string, on bool) *jitdump.StageMark {
 		return &jitdump.StageMark{RecordHeader: jitdump.RecordHeader{Timestamp: ts}, Name: name, Accounting: on}
 	}
-	dumps := []*dumpindex.Dump{
-		{Header: jitdump.Header{Pid: 7}, Marks: []*jitdump.StageMark{mark(100, "init", true), mark(200, "init", false), mark(300, "work", true), mark(300, "work", false)}},
-		{Header: jitdump.Header{Pid: 8}},
+	// Pid 7's runtime ran in a pid namespace, where it was pid 1: its marks
+	// are the recorded pid's.
+	dumps := []*jitsources.Dump{
+		{Pid: 7, Dump: &dumpindex.Dump{Header: jitdump.Header{Pid: 1}, Marks: []*jitdump.StageMark{mark(100, "init", true), mark(200, "init", false), mark(300, "work", true), mark(300, "work", false)}}},
+		{Pid: 8, Dump: &dumpindex.Dump{Header: jitdump.Header{Pid: 8}}},
 	}
 	s := NewMarks(dumps)
 	tests := []struct {
@@ -32,6 +35,7 @@ func TestStagesAt(t *testing.T) {
 		{7, 300, "work", false}, // two marks at one time: the later in the file holds
 		{7, 1 << 62, "work", false},
 		{8, 250, "", true},
+		{1, 250, "", true},
 		{9, 250, "", true},
 	}
 	for _, tc := range tests {
