@@ -150,6 +150,10 @@ type event struct {
 
 type eventKind uint8
 
+// miscForkExec marks, in a FORK record, the ones perf synthesizes for the
+// processes running when it starts (PERF_RECORD_MISC_FORK_EXEC).
+const miscForkExec = 1 << 13
+
 const (
 	evMap eventKind = iota
 	evLoad
@@ -232,7 +236,14 @@ func (b *builder) record(rec perfdata.Record, offset int64) {
 			b.comms[rec.Tid] = []comm{{rec.Time, c[len(c)-1].name}}
 		}
 		if rec.Pid != rec.PPid { // a thread shares its process's address space
-			b.events = append(b.events, event{time: rec.Time, order: offset, pid: rec.Pid, ppid: rec.PPid, kind: evFork})
+			ev := event{time: rec.Time, order: offset, pid: rec.Pid, ppid: rec.PPid, kind: evFork}
+			if rec.Misc&miscForkExec != 0 {
+				// perf's own description of a process that ran before it
+				// started: its mappings follow, and perf copies none of
+				// the parent's.
+				ev.kind = evExec
+			}
+			b.events = append(b.events, ev)
 		}
 	}
 }
@@ -314,6 +325,9 @@ func (b *builder) apply(ev event) {
 		p.retire(ev.time, func(old *region) bool { return old.fn == r.fn })
 		p.place(r)
 	case evFork:
+		// The child is a copy of its parent: nothing stays of an exited
+		// process that had its pid, as perf has it.
+		p.retire(ev.time, func(*region) bool { return true })
 		if parent := b.procs[ev.ppid]; parent != nil {
 			p.inherit(&parent.timeline, ev.time)
 		}
