@@ -234,6 +234,11 @@ func (d *Dump) PerfTime(t uint64) uint64 {
 	if d.Header.Flags&jitdump.FlagArchTimestamp == 0 || conv == nil || conv.TimeMult == 0 {
 		return t
 	}
+	if conv.Extended && !conv.CapUserTimeZero {
+		// The kernel said its time_zero is not to be used: perf then
+		// places every record at 0, before any sample, and so do we.
+		return 0
+	}
 	if conv.CapUserTimeShort {
 		t = conv.TimeCycles + ((t - conv.TimeCycles) & conv.TimeMask)
 	}

@@ -340,7 +340,7 @@ func TestLoadAndHides(t *testing.T) {
 
 func TestPerfTime(t *testing.T) {
 	conv := &perfdata.TimeConv{TimeShift: 10, TimeMult: 2048, TimeZero: 1000}
-	short := &perfdata.TimeConv{TimeMult: 1, TimeCycles: 0x10000, TimeMask: 0xffff, CapUserTimeShort: true, Extended: true}
+	short := &perfdata.TimeConv{TimeMult: 1, TimeCycles: 0x10000, TimeMask: 0xffff, CapUserTimeShort: true, CapUserTimeZero: true, Extended: true}
 	for _, tc := range []struct {
 		name  string
 		flags uint64
@@ -356,6 +356,8 @@ func TestPerfTime(t *testing.T) {
 		{"TSC of 40 bits", jitdump.FlagArchTimestamp, conv, 1 << 40, 1000 + 2<<40},
 		// The counter wrapped at the mask's width: back next to TimeCycles.
 		{"short TSC", jitdump.FlagArchTimestamp, short, 0x20005, 0x10005},
+		// perf's convert_timestamp: without time_zero nothing converts.
+		{"TSC, time_zero unusable", jitdump.FlagArchTimestamp, &perfdata.TimeConv{TimeShift: 10, TimeMult: 2048, TimeZero: 1000, Extended: true}, 2000, 0},
 	} {
 		d := &Dump{Dump: &dumpindex.Dump{Header: jitdump.Header{Flags: tc.flags}}, conv: tc.conv}
 		if got := d.PerfTime(tc.t); got != tc.want {
