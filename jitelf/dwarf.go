@@ -103,12 +103,11 @@ func (b *builder) inside(rows []row, size int64) []row {
 // appendSequence appends the line program of one function at addr: its
 // rows, then the end of the sequence at the end of its code.
 func (b *builder) appendSequence(rows []row, addr, size uint64) {
-	t := &b.t
 	p := append(b.prog, 0)
-	p = leb128.AppendUnsigned(p, uint64(1+t.addrSize()))
+	p = leb128.AppendUnsigned(p, uint64(1+b.f.AddrSize()))
 	p = append(p, lneSetAddress)
 	cur := addr + uint64(rows[0].off)
-	p = t.appendAddr(p, cur)
+	p = b.f.AppendAddr(p, cur)
 	file, line, col := uint32(1), int64(1), uint32(0) // the state a sequence starts in
 	for _, r := range rows {
 		if f := b.fileIndex(r.file); f != file {
@@ -168,7 +167,7 @@ func (b *builder) fileIndex(name string) uint32 {
 // appendLineHeader makes .debug_line: the header, with the file table,
 // then the program.
 func (b *builder) appendLineHeader() {
-	o := b.t.order
+	o := b.f.Order
 	l := o.AppendUint32(b.line[:0], 0) // unit_length, set below
 	l = o.AppendUint16(l, 4)
 	lenAt := len(l)
@@ -189,24 +188,24 @@ func (b *builder) appendLineHeader() {
 // appendInfo makes .debug_info: one compile unit over the text, its lines
 // the whole .debug_line, and a subprogram per function that has code.
 func (b *builder) appendInfo(textStart, textSize uint64) {
-	t := &b.t
-	o := t.order
+	f := &b.f.Format
+	o := f.Order
 	d := o.AppendUint32(b.info[:0], 0) // unit_length, set below
 	d = o.AppendUint16(d, 4)
 	d = o.AppendUint32(d, 0) // abbreviations at 0
-	d = append(d, byte(t.addrSize()))
+	d = append(d, byte(f.AddrSize()))
 	d = leb128.AppendUnsigned(d, abbrevCU)
 	d = append(append(d, producer...), 0)
 	d = append(append(d, b.fileNames[0]...), 0)
-	d = t.appendAddr(d, textStart)
-	d = t.appendAddr(d, textStart+textSize)
+	d = f.AppendAddr(d, textStart)
+	d = f.AppendAddr(d, textStart+textSize)
 	d = o.AppendUint32(d, 0) // stmt_list
 	for i := range b.fns {
 		if size := uint64(len(b.fns[i].Code)); size > 0 {
 			d = leb128.AppendUnsigned(d, abbrevSubprogram)
 			d = append(append(d, b.fns[i].Name...), 0)
-			d = t.appendAddr(d, b.offs[i])
-			d = t.appendAddr(d, b.offs[i]+size)
+			d = f.AppendAddr(d, b.offs[i])
+			d = f.AppendAddr(d, b.offs[i]+size)
 		}
 	}
 	d = append(d, 0) // end of the unit's children

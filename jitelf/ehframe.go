@@ -2,8 +2,9 @@ package jitelf
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
+
+	"github.com/jitprof/jitprof/internal/elfwrite"
 )
 
 // DW_EH_PE pointer encodings (LSB 3.0, "DWARF Exception Header Encoding").
@@ -52,7 +53,7 @@ func (b *builder) parseEH(i int) {
 	if fn.Unwind == nil {
 		return
 	}
-	data, o := fn.Unwind.EHFrame, b.t.order
+	data, o := fn.Unwind.EHFrame, b.f.Order
 	first, fdes := len(b.eh), 0
 	cies := b.ehCIEs[:0]
 	defer func() { b.ehCIEs = cies[:0] }()
@@ -82,7 +83,7 @@ func (b *builder) parseEH(i int) {
 		off = end
 		id := uint64(o.Uint32(e.src[hdr:]))
 		if id == 0 {
-			if enc, ok := cieEncoding(e.src[hdr+idSize:], b.t.addrSize()); ok {
+			if enc, ok := cieEncoding(e.src[hdr+idSize:], b.f.AddrSize()); ok {
 				e.enc = enc
 				cies = append(cies, len(b.eh))
 				b.eh = append(b.eh, e)
@@ -115,11 +116,11 @@ func (b *builder) parseEH(i int) {
 func (b *builder) readUint(p []byte, n int) uint64 {
 	switch n {
 	case 2:
-		return uint64(b.t.order.Uint16(p))
+		return uint64(b.f.Order.Uint16(p))
 	case 4:
-		return uint64(b.t.order.Uint32(p))
+		return uint64(b.f.Order.Uint32(p))
 	}
-	return b.t.order.Uint64(p)
+	return b.f.Order.Uint64(p)
 }
 
 // encSize is the size of a pointer of encoding enc, 0 when variable or
@@ -144,7 +145,7 @@ func encSigned(enc byte) bool { return enc&0x08 != 0 }
 // starts in the function, when all of it lies within the function's size
 // bytes of code at codeAddr.
 func (b *builder) fdeTarget(e *ehEntry, size, codeAddr uint64) (uint64, bool) {
-	app, n := e.enc&0x70, encSize(e.enc, b.t.addrSize())
+	app, n := e.enc&0x70, encSize(e.enc, b.f.AddrSize())
 	if e.enc&peInd != 0 || (app != pePtr && app != pePCRel) || n == 0 || e.pcOff+2*n > len(e.src) {
 		return 0, false
 	}
@@ -155,11 +156,11 @@ func (b *builder) fdeTarget(e *ehEntry, size, codeAddr uint64) (uint64, bool) {
 	pcRange := b.readUint(e.src[e.pcOff+n:], n)
 	var target uint64
 	if app == pePCRel {
-		target = alignUp(size, 8) + uint64(e.srcOff+e.pcOff) + v
+		target = elfwrite.AlignUp(size, 8) + uint64(e.srcOff+e.pcOff) + v
 	} else {
 		target = v - codeAddr
 	}
-	if n == 4 && b.t.addrSize() == 4 {
+	if n == 4 && b.f.AddrSize() == 4 {
 		target = uint64(uint32(target)) // 32-bit address arithmetic wraps
 	}
 	return target, target < size && pcRange <= size-target
@@ -268,7 +269,7 @@ func (r *ehReader) cstring() []byte {
 // fills it, each FDE's pc_begin moved to where its function now is. The
 // functions' offsets are known.
 func (b *builder) layoutEH(ehStart uint64) {
-	addrSize := b.t.addrSize()
+	addrSize := b.f.AddrSize()
 	cur := uint64(0)
 	for i := range b.eh {
 		e := &b.eh[i]
@@ -293,7 +294,7 @@ func (b *builder) layoutEH(ehStart uint64) {
 	}
 
 	b.ehFrame = slices.Grow(b.ehFrame[:0], int(cur))
-	o := b.t.order
+	o := b.f.Order
 	for i := range b.eh {
 		e := &b.eh[i]
 		if e.newOff == dropped {
@@ -339,7 +340,7 @@ func fits(v uint64, enc byte, addrSize int) bool {
 // ehStart: the eh_frame pointer pc-relative, the search table's entries
 // relative to the header, all 4 bytes, as every linker writes them.
 func (b *builder) writeEHHdr(ehStart, hdrStart uint64) {
-	o := b.t.order
+	o := b.f.Order
 	h := append(b.ehHdr[:0], 1, pePCRel|peSdata4, peUdata4, peDataRel|peSdata4)
 	h = o.AppendUint32(h, uint32(ehStart-(hdrStart+4)))
 	h = o.AppendUint32(h, uint32(len(b.ehTable)))
@@ -348,10 +349,4 @@ func (b *builder) writeEHHdr(ehStart, hdrStart uint64) {
 		h = o.AppendUint32(h, uint32(e.fde-hdrStart))
 	}
 	b.ehHdr = h
-}
-
-// byteOrder is what the builder needs of binary.LittleEndian and BigEndian.
-type byteOrder interface {
-	binary.ByteOrder
-	binary.AppendByteOrder
 }

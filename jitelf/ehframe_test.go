@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -56,7 +57,7 @@ func (e *ehBuf) fde(wide bool, cie int, ptr func(field int) []byte) {
 // 8-aligned after size bytes of code) at code offset k, and a 4-byte range.
 func pcrel(o binary.AppendByteOrder, size, k, n int) func(int) []byte {
 	return func(field int) []byte {
-		b := o.AppendUint32(nil, uint32(int32(k-(int(alignUp(uint64(size), 8))+field))))
+		b := o.AppendUint32(nil, uint32(int32(k-(int(elfwrite.AlignUp(uint64(size), 8))+field))))
 		return o.AppendUint32(b, uint32(n))
 	}
 }

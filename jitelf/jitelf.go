@@ -52,8 +52,8 @@
 //     the column, becomes the row's column.
 //
 // Go's debug/elf and debug/dwarf only read, and no library writes ELF or
-// DWARF, so the ELF, DWARF and eh_frame writers here are written by hand,
-// with debug/elf's constants.
+// DWARF: internal/elfwrite writes the ELF structures, and the DWARF and
+// eh_frame writers here are written by hand.
 package jitelf
 
 import (
@@ -65,10 +65,10 @@ import (
 	"io"
 	"iter"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 
+	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -152,29 +152,6 @@ func Append(dst []byte, opts Options, fns []Function) ([]byte, Layout, error) {
 // image per function allocates little.
 var builders = sync.Pool{New: func() any { return &builder{files: make(map[string]uint32)} }}
 
-// target is the resolved ELF flavour.
-type target struct {
-	mach  elf.Machine
-	is64  bool
-	data  elf.Data
-	order byteOrder
-}
-
-func (t *target) addrSize() int { return int(pick(t.is64, 8, 4)) }
-
-// ehdrSize and the other sizes are those of the ELF structures of the class.
-func (t *target) ehdrSize() uint64 { return pick(t.is64, 64, 52) }
-func (t *target) phdrSize() uint64 { return pick(t.is64, 56, 32) }
-func (t *target) shdrSize() uint64 { return pick(t.is64, 64, 40) }
-func (t *target) symSize() uint64  { return pick(t.is64, 24, 16) }
-
-func pick(is64 bool, a, b uint64) uint64 {
-	if is64 {
-		return a
-	}
-	return b
-}
-
 // machineInfo is a machine's usual class and byte order.
 type machineInfo struct {
 	class elf.Class
@@ -197,32 +174,32 @@ var machines = map[elf.Machine]machineInfo{
 
 func hostBigEndian() bool { return binary.NativeEndian.Uint16([]byte{0, 1}) == 1 }
 
-func (o Options) target() (target, error) {
-	t := target{mach: o.Machine}
-	class, big := o.Class, false
-	if hm, hc := hostelf.Machine(); t.mach == elf.EM_NONE || t.mach == hm {
-		if t.mach == elf.EM_NONE && hm == elf.EM_NONE {
-			return t, fmt.Errorf("jitelf: no ELF machine known for GOARCH %s; set Options.Machine", runtime.GOARCH)
+// format resolves the options' zero fields.
+func (o Options) format() (elfwrite.Format, elf.Machine, error) {
+	var f elfwrite.Format
+	mach, class, big := o.Machine, o.Class, false
+	if hm, hc := hostelf.Machine(); mach == elf.EM_NONE || mach == hm {
+		if mach == elf.EM_NONE && hm == elf.EM_NONE {
+			return f, mach, fmt.Errorf("jitelf: no ELF machine known for GOARCH %s; set Options.Machine", runtime.GOARCH)
 		}
-		t.mach = hm
+		mach = hm
 		if class == elf.ELFCLASSNONE {
 			class = hc
 		}
 		big = hostBigEndian()
-	} else if mi, ok := machines[t.mach]; ok {
+	} else if mi, ok := machines[mach]; ok {
 		if class == elf.ELFCLASSNONE {
 			class = mi.class
 		}
 		big = mi.big
 	}
 	switch class {
-	case elf.ELFCLASS64:
-		t.is64 = true
-	case elf.ELFCLASS32:
+	case elf.ELFCLASS64, elf.ELFCLASS32:
+		f.Class = class
 	case elf.ELFCLASSNONE:
-		return t, fmt.Errorf("jitelf: no usual ELF class known for machine %v; set Options.Class", t.mach)
+		return f, mach, fmt.Errorf("jitelf: no usual ELF class known for machine %v; set Options.Class", mach)
 	default:
-		return t, fmt.Errorf("jitelf: unknown ELF class %v", class)
+		return f, mach, fmt.Errorf("jitelf: unknown ELF class %v", class)
 	}
 	switch o.ByteOrder {
 	case nil:
@@ -233,50 +210,21 @@ func (o Options) target() (target, error) {
 	case binary.NativeEndian:
 		big = hostBigEndian()
 	default:
-		return t, fmt.Errorf("jitelf: byte order %v is neither binary.LittleEndian nor BigEndian", o.ByteOrder)
+		return f, mach, fmt.Errorf("jitelf: byte order %v is neither binary.LittleEndian nor BigEndian", o.ByteOrder)
 	}
+	f.Order = binary.LittleEndian
 	if big {
-		t.data, t.order = elf.ELFDATA2MSB, binary.BigEndian
-	} else {
-		t.data, t.order = elf.ELFDATA2LSB, binary.LittleEndian
+		f.Order = binary.BigEndian
 	}
-	return t, nil
+	return f, mach, nil
 }
 
-// Section slots, in file order. An absent optional section gets no header
-// but keeps its name in shstrtab (a few bytes, for fixed name offsets).
-// .text, always present, is always section 1, which the symbols name.
-const (
-	secNull = iota
-	secText
-	secEHFrame
-	secEHFrameHdr
-	secNote
-	secDebugAbbrev
-	secDebugInfo
-	secDebugLine
-	secSymtab
-	secStrtab
-	secShstrtab
-	numSections
-)
-
-var sectionNames = [numSections]string{"", ".text", ".eh_frame", ".eh_frame_hdr", ".note.gnu.build-id",
+// sectionNames are the names of the sections an image can have, in file
+// order. All of them go in .shstrtab, present or not, as images always
+// had them: the bytes of an image, and so its build-id, stay those earlier
+// versions wrote for the same functions.
+var sectionNames = [...]string{".text", ".eh_frame", ".eh_frame_hdr", ".note.gnu.build-id",
 	".debug_abbrev", ".debug_info", ".debug_line", ".symtab", ".strtab", ".shstrtab"}
-
-var shstrtab, shName = func() ([]byte, [numSections]uint32) {
-	var tab []byte
-	var off [numSections]uint32
-	for i, n := range sectionNames {
-		off[i] = uint32(len(tab))
-		if i == secNull {
-			tab = append(tab, 0)
-			continue
-		}
-		tab = append(append(tab, n...), 0)
-	}
-	return tab, off
-}()
 
 // ntGNUBuildID is NT_GNU_BUILD_ID, which debug/elf does not name.
 const ntGNUBuildID = 3
@@ -284,24 +232,12 @@ const ntGNUBuildID = 3
 // noteSize is the build-id note: namesz, descsz, type, "GNU\0", the id.
 const noteSize = 12 + 4 + BuildIDSize
 
-// section is a section header's fields, and what to write at its offset.
-type section struct {
-	typ            elf.SectionType
-	flags          elf.SectionFlag
-	off, size      uint64 // the address is off for allocated sections, else 0
-	link, info     uint32
-	align, entsize uint64
-	present        bool
-	data           []byte // the contents, but for .text and the note
-}
-
 // builder holds one image in the making and scratch space kept across images.
 type builder struct {
-	t     target
-	fns   []Function
-	offs  []uint64
-	secs  [numSections]section
-	phnum int
+	f    elfwrite.File
+	fns  []Function
+	offs []uint64
+	note []byte
 
 	// unwinding
 	eh       []ehEntry
@@ -323,13 +259,11 @@ type builder struct {
 	abbrev        []byte
 	linesLost     int
 
-	symtab []byte
-	strtab []byte
-	out    []byte
+	out []byte
 }
 
 func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layout, error) {
-	t, err := opts.target()
+	format, mach, err := opts.format()
 	if err != nil {
 		return dst, Layout{}, err
 	}
@@ -339,11 +273,10 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 		}
 	}
 	*b = builder{
-		t: t, fns: fns, offs: make([]uint64, len(fns)),
+		f: b.f, fns: fns, offs: make([]uint64, len(fns)), note: b.note[:0],
 		eh: b.eh[:0], ehTable: b.ehTable[:0], ehCIEs: b.ehCIEs[:0], ehFrame: b.ehFrame[:0], ehHdr: b.ehHdr[:0],
 		rows: b.rows[:0], files: b.files, fileNames: b.fileNames[:0], prog: b.prog[:0],
-		line: b.line[:0], info: b.info[:0], abbrev: b.abbrev[:0],
-		symtab: b.symtab[:0], strtab: b.strtab[:0], out: b.out,
+		line: b.line[:0], info: b.info[:0], abbrev: b.abbrev[:0], out: b.out,
 	}
 	clear(b.files)
 	defer func() {
@@ -353,194 +286,105 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 		clear(b.files)
 		b.fns, b.offs, b.lastFile = nil, nil, ""
 	}()
+	f := &b.f
+	f.Reset()
+	f.Format, f.Type, f.Machine = format, elf.ET_DYN, mach
+	for _, name := range sectionNames {
+		f.Names.Add(name)
+	}
 
 	for i := range fns {
 		b.parseEH(i)
 	}
 	hasEH := len(b.eh) > 0
-	b.phnum = 2 // PT_LOAD, PT_NOTE
+	// PT_LOAD, PT_NOTE and, with unwinding tables, PT_GNU_EH_FRAME, set
+	// once their sections are placed.
+	f.Progs = append(f.Progs, make([]elf.ProgHeader, 2)...)
 	if hasEH {
-		b.phnum++ // PT_GNU_EH_FRAME
+		f.Progs = append(f.Progs, elf.ProgHeader{})
 	}
 
-	textStart := alignUp(t.ehdrSize()+uint64(b.phnum)*t.phdrSize(), FuncAlign)
+	textStart := f.Next(FuncAlign)
 	cur := textStart
 	for i := range fns {
-		off := alignUp(cur, FuncAlign)
+		off := elfwrite.AlignUp(cur, FuncAlign)
 		b.offs[i] = off
 		// An empty function still takes a byte, so that no two functions
 		// share an address.
 		cur = off + max(uint64(len(fns[i].Code)), 1)
 	}
-	b.secs[secText] = section{typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR,
-		off: textStart, size: cur - textStart, align: FuncAlign, present: true}
+	f.Entry = textStart
+	text := b.addAlloc(elf.SectionHeader{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_EXECINSTR,
+		Size: cur - textStart, Addralign: FuncAlign}, nil)
 
 	if hasEH {
-		ehStart := alignUp(cur, 8)
+		ehStart := f.Next(8)
 		b.layoutEH(ehStart)
-		b.secs[secEHFrame] = section{typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, off: ehStart, size: uint64(len(b.ehFrame)),
-			align: 8, present: true, data: b.ehFrame}
-		hdrStart := alignUp(ehStart+uint64(len(b.ehFrame)), 4)
+		b.addAlloc(elf.SectionHeader{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Addralign: 8}, b.ehFrame)
+		hdrStart := f.Next(4)
 		if hdrStart+uint64(len(b.ehTable))*8 > 1<<31 {
 			return dst, Layout{}, errors.New("jitelf: unwinding tables beyond 2 GiB into the image cannot be written")
 		}
 		b.writeEHHdr(ehStart, hdrStart)
-		b.secs[secEHFrameHdr] = section{typ: elf.SHT_PROGBITS, flags: elf.SHF_ALLOC, off: hdrStart, size: uint64(len(b.ehHdr)),
-			align: 4, present: true, data: b.ehHdr}
-		cur = hdrStart + uint64(len(b.ehHdr))
+		hdr := b.addAlloc(elf.SectionHeader{Name: ".eh_frame_hdr", Type: elf.SHT_PROGBITS, Addralign: 4}, b.ehHdr)
+		f.Progs[2] = segment(elf.PT_GNU_EH_FRAME, &f.Sections[hdr])
 	}
-	noteStart := alignUp(cur, 4)
-	b.secs[secNote] = section{typ: elf.SHT_NOTE, flags: elf.SHF_ALLOC, off: noteStart, size: noteSize, align: 4, present: true}
-	cur = noteStart + noteSize
-	allocEnd := cur
+	b.note = b.appendNote(b.note)
+	note := b.addAlloc(elf.SectionHeader{Name: ".note.gnu.build-id", Type: elf.SHT_NOTE, Addralign: 4}, b.note)
+	f.Progs[1] = segment(elf.PT_NOTE, &f.Sections[note])
+	// The PT_LOAD starts at 0 so that offset == address for everything, and
+	// an unwinder that loads the image at start - pgoff (perf's libdw
+	// unwinder: the first PT_LOAD's p_vaddr, rounded down by p_align, goes
+	// at that base) finds every function where the MMAP2 says it is.
+	allocEnd := f.Sections[note].Offset + noteSize
+	f.Progs[0] = elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R | elf.PF_X, Filesz: allocEnd, Memsz: allocEnd, Align: 0x1000}
 
-	if b.buildDWARF(textStart, b.secs[secText].size) {
-		for _, s := range []struct {
-			idx  int
+	if b.buildDWARF(textStart, cur-textStart) {
+		for _, s := range [...]struct {
+			name string
 			data []byte
-		}{{secDebugAbbrev, b.abbrev}, {secDebugInfo, b.info}, {secDebugLine, b.line}} {
-			b.secs[s.idx] = section{typ: elf.SHT_PROGBITS, off: cur, size: uint64(len(s.data)), align: 1, present: true, data: s.data}
-			cur += uint64(len(s.data))
+		}{{".debug_abbrev", b.abbrev}, {".debug_info", b.info}, {".debug_line", b.line}} {
+			f.Add(elfwrite.Section{SectionHeader: elf.SectionHeader{Name: s.name, Type: elf.SHT_PROGBITS, Addralign: 1}, Data: s.data})
 		}
 	}
-
-	b.buildSymbols()
-	cur = alignUp(cur, uint64(t.addrSize()))
-	b.secs[secSymtab] = section{typ: elf.SHT_SYMTAB, off: cur, size: uint64(len(b.symtab)), link: secStrtab,
-		info: uint32(len(fns) + 1), align: uint64(t.addrSize()), entsize: t.symSize(), present: true, data: b.symtab}
-	cur += uint64(len(b.symtab))
-	b.secs[secStrtab] = section{typ: elf.SHT_STRTAB, off: cur, size: uint64(len(b.strtab)), align: 1, present: true, data: b.strtab}
-	cur += uint64(len(b.strtab))
-	b.secs[secShstrtab] = section{typ: elf.SHT_STRTAB, off: cur, size: uint64(len(shstrtab)), align: 1, present: true, data: shstrtab}
-	cur += uint64(len(shstrtab))
-
-	shnum := 0
-	var index [numSections]uint32 // section slot to section header index
-	for i := range b.secs {
-		if i == secNull || b.secs[i].present {
-			index[i] = uint32(shnum)
-			shnum++
-		}
-	}
-	b.secs[secSymtab].link = index[secStrtab]
-	shoff := alignUp(cur, 8)
-	size := shoff + uint64(shnum)*t.shdrSize()
-	if !t.is64 && size > 1<<32 {
-		return dst, Layout{}, fmt.Errorf("jitelf: the image needs %d bytes, more than ELF32 can address", size)
-	}
-	if uint64(int(size)) != size {
-		return dst, Layout{}, errors.New("jitelf: the image is too large for this machine's memory")
-	}
+	b.addSymbols(text)
 
 	base := len(dst)
-	out := slices.Grow(dst, int(size))
-	out = b.appendEhdr(out, textStart, shoff, shnum, index[secShstrtab])
-	out = b.appendPhdrs(out, allocEnd)
-	for i := range b.secs {
-		s := &b.secs[i]
-		switch {
-		case i == secText:
-			for j := range fns {
-				out = pad(out, base, b.offs[j])
-				out = append(out, fns[j].Code...)
-			}
-			out = pad(out, base, s.off+s.size)
-		case i == secNote:
-			out = pad(out, base, s.off)
-			out = b.appendNote(out)
-		case s.present && i != secNull:
-			out = pad(out, base, s.off)
-			out = append(out, s.data...)
-		}
+	out, err := f.Append(dst)
+	if err != nil {
+		return dst, Layout{}, fmt.Errorf("jitelf: %w", err)
 	}
-	out = pad(out, base, shoff)
-	out = b.appendShdrs(out, &index)
+	img := out[base:]
+	for i := range fns {
+		copy(img[b.offs[i]:], fns[i].Code)
+	}
 
 	// The id is the hash of every other byte of the image.
-	img := out[base:]
-	desc := b.secs[secNote].off + noteSize - BuildIDSize
+	desc := f.Sections[note].Offset + noteSize - BuildIDSize
 	h := sha1.New()
 	h.Write(img[:desc])
 	h.Write(img[desc+BuildIDSize:])
-	lay := Layout{Offsets: b.offs, Size: int64(size), DroppedLines: b.linesLost, DroppedFDEs: b.fdesLost}
+	lay := Layout{Offsets: b.offs, Size: int64(len(img)), DroppedLines: b.linesLost, DroppedFDEs: b.fdesLost}
 	h.Sum(lay.BuildID[:0])
 	copy(img[desc:], lay.BuildID[:])
 	return out, lay, nil
 }
 
-func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }
-
-// pad appends zeros to b until the image that starts at base reaches off.
-func pad(b []byte, base int, off uint64) []byte {
-	n := int(off) - (len(b) - base)
-	return append(b, make([]byte, n)...)
+// addAlloc adds an allocated section, at an address equal to its offset
+// (see the package doc). Without data, it is zeros for build to fill.
+func (b *builder) addAlloc(h elf.SectionHeader, data []byte) int {
+	h.Flags |= elf.SHF_ALLOC
+	h.Addr = b.f.Next(h.Addralign)
+	return b.f.Add(elfwrite.Section{SectionHeader: h, Data: data})
 }
 
-// appendAddr appends an address-sized (class-sized) value.
-func (t *target) appendAddr(b []byte, v uint64) []byte {
-	if t.is64 {
-		return t.order.AppendUint64(b, v)
-	}
-	return t.order.AppendUint32(b, uint32(v))
-}
-
-func (b *builder) appendEhdr(out []byte, entry, shoff uint64, shnum int, shstrndx uint32) []byte {
-	t := &b.t
-	class := elf.ELFCLASS32
-	if t.is64 {
-		class = elf.ELFCLASS64
-	}
-	out = append(out, elf.ELFMAG...)
-	out = append(out, byte(class), byte(t.data), byte(elf.EV_CURRENT), byte(elf.ELFOSABI_NONE))
-	out = append(out, make([]byte, elf.EI_NIDENT-8)...)
-	o := t.order
-	out = o.AppendUint16(out, uint16(elf.ET_DYN))
-	out = o.AppendUint16(out, uint16(t.mach))
-	out = o.AppendUint32(out, uint32(elf.EV_CURRENT))
-	out = t.appendAddr(out, entry)
-	out = t.appendAddr(out, t.ehdrSize()) // phoff: right after this header
-	out = t.appendAddr(out, shoff)
-	out = o.AppendUint32(out, 0) // flags
-	out = o.AppendUint16(out, uint16(t.ehdrSize()))
-	out = o.AppendUint16(out, uint16(t.phdrSize()))
-	out = o.AppendUint16(out, uint16(b.phnum))
-	out = o.AppendUint16(out, uint16(t.shdrSize()))
-	out = o.AppendUint16(out, uint16(shnum))
-	return o.AppendUint16(out, uint16(shstrndx))
-}
-
-func (b *builder) appendPhdrs(out []byte, allocEnd uint64) []byte {
-	// The PT_LOAD starts at 0 so that offset == address for everything, and
-	// an unwinder that loads the image at start - pgoff (perf's libdw
-	// unwinder: the first PT_LOAD's p_vaddr, rounded down by p_align, goes
-	// at that base) finds every function where the MMAP2 says it is.
-	out = b.appendPhdr(out, elf.PT_LOAD, elf.PF_R|elf.PF_X, 0, allocEnd, 0x1000)
-	note := &b.secs[secNote]
-	out = b.appendPhdr(out, elf.PT_NOTE, elf.PF_R, note.off, note.size, note.align)
-	if hdr := &b.secs[secEHFrameHdr]; hdr.present {
-		out = b.appendPhdr(out, elf.PT_GNU_EH_FRAME, elf.PF_R, hdr.off, hdr.size, hdr.align)
-	}
-	return out
-}
-
-func (b *builder) appendPhdr(out []byte, typ elf.ProgType, flags elf.ProgFlag, off, size, align uint64) []byte {
-	t := &b.t
-	o := t.order
-	out = o.AppendUint32(out, uint32(typ))
-	if t.is64 {
-		out = o.AppendUint32(out, uint32(flags))
-	}
-	for _, v := range [...]uint64{off, off, off, size, size} { // offset, vaddr, paddr, filesz, memsz
-		out = t.appendAddr(out, v)
-	}
-	if !t.is64 {
-		out = o.AppendUint32(out, uint32(flags))
-	}
-	return t.appendAddr(out, align)
+// segment is the program header of one allocated section.
+func segment(typ elf.ProgType, s *elfwrite.Section) elf.ProgHeader {
+	return elf.ProgHeader{Type: typ, Flags: elf.PF_R, Off: s.Offset, Vaddr: s.Addr, Paddr: s.Addr, Filesz: s.Size, Memsz: s.Size, Align: s.Addralign}
 }
 
 func (b *builder) appendNote(out []byte) []byte {
-	o := b.t.order
+	o := b.f.Order
 	out = o.AppendUint32(out, 4) // namesz, "GNU\0"
 	out = o.AppendUint32(out, BuildIDSize)
 	out = o.AppendUint32(out, ntGNUBuildID)
@@ -548,66 +392,16 @@ func (b *builder) appendNote(out []byte) []byte {
 	return append(out, make([]byte, BuildIDSize)...) // filled in once the rest is hashed
 }
 
-func (b *builder) appendShdrs(out []byte, index *[numSections]uint32) []byte {
-	t := &b.t
-	o := t.order
-	for i := range b.secs {
-		s := &b.secs[i]
-		if i != secNull && !s.present {
-			continue
-		}
-		addr := uint64(0)
-		if s.flags&elf.SHF_ALLOC != 0 {
-			addr = s.off
-		}
-		out = o.AppendUint32(out, shName[i])
-		out = o.AppendUint32(out, uint32(s.typ))
-		out = t.appendAddr(out, uint64(s.flags))
-		out = t.appendAddr(out, addr)
-		out = t.appendAddr(out, s.off)
-		out = t.appendAddr(out, s.size)
-		out = o.AppendUint32(out, s.link)
-		out = o.AppendUint32(out, s.info)
-		out = t.appendAddr(out, s.align)
-		out = t.appendAddr(out, s.entsize)
-	}
-	return out
-}
-
-// buildSymbols fills .symtab and .strtab: the null symbol, then one local
-// STT_FUNC per function, in order.
-func (b *builder) buildSymbols() {
-	t := &b.t
-	o := t.order
-	n := 1
-	for i := range b.fns {
-		n += len(b.fns[i].Name) + 1
-	}
-	b.strtab = slices.Grow(b.strtab[:0], n)
-	b.strtab = append(b.strtab, 0)
-	b.symtab = slices.Grow(b.symtab[:0], (len(b.fns)+1)*int(t.symSize()))
-	b.symtab = append(b.symtab, make([]byte, t.symSize())...)
-	info := byte(elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC))
+// addSymbols adds one local STT_FUNC per function, in order, in section
+// text.
+func (b *builder) addSymbols(text int) {
+	info := elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC)
 	for i := range b.fns {
 		fn := &b.fns[i]
-		name := uint32(len(b.strtab))
-		if fn.Name == "" {
-			name = 0 // the empty string that opens the table
-		} else {
-			b.strtab = append(append(b.strtab, fn.Name...), 0)
+		name := uint32(0) // the empty string that opens the table
+		if fn.Name != "" {
+			name = b.f.Strings.Add(fn.Name)
 		}
-		val, size := b.offs[i], uint64(len(fn.Code))
-		b.symtab = o.AppendUint32(b.symtab, name)
-		if t.is64 {
-			b.symtab = append(b.symtab, info, byte(elf.STV_DEFAULT))
-			b.symtab = o.AppendUint16(b.symtab, secText)
-			b.symtab = o.AppendUint64(b.symtab, val)
-			b.symtab = o.AppendUint64(b.symtab, size)
-		} else {
-			b.symtab = o.AppendUint32(b.symtab, uint32(val))
-			b.symtab = o.AppendUint32(b.symtab, uint32(size))
-			b.symtab = append(b.symtab, info, byte(elf.STV_DEFAULT))
-			b.symtab = o.AppendUint16(b.symtab, secText)
-		}
+		b.f.AddSymbol(elf.Sym64{Name: name, Info: info, Other: byte(elf.STV_DEFAULT), Shndx: uint16(text), Value: b.offs[i], Size: uint64(len(fn.Code))})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -103,7 +104,7 @@ func testEHFrame(bo binary.ByteOrder, size, nfde int) []byte {
 		b = o.AppendUint32(b, 20)
 		b = o.AppendUint32(b, uint32(fde+4)) // back to the CIE at 0
 		pc := len(b)
-		b = o.AppendUint32(b, uint32(int32(start-(int(alignUp(uint64(size), 8))+pc))))
+		b = o.AppendUint32(b, uint32(int32(start-(int(elfwrite.AlignUp(uint64(size), 8))+pc))))
 		b = o.AppendUint32(b, uint32(end-start))
 		b = append(b, 0, 0x44, 0x0e, 0x10, 0x46, 0x0e, 0x08, 0) // aug data length 0; advance 4, cfa+16; advance 6, cfa+8
 	}
