@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // TestPerfPackedImage checks, with perf itself, that an MMAP2 event whose

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // functionsOf turns a dump's loads into Functions, as jitprof inject does.
