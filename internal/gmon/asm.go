@@ -20,7 +20,7 @@ import (
 // Each symbol is preceded by a comment telling where the code really was.
 func (p *Program) WriteAssembler(w io.Writer, l *Layout) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "# Symbols of the functions jitprof laid out for gprof (%d functions), in the\n", len(p.Functions))
+	fmt.Fprintf(bw, "# Symbols of the functions jitprof laid out for gprof (%d functions), in the\n", len(p.Symbols))
 	fmt.Fprintf(bw, "# style of Kaffe's kaffe-jit-symbols.s. Each function has its own range of a\n")
 	fmt.Fprintf(bw, "# synthetic text at %#x, which the histogram in gmon.out uses:\n", l.TextStart)
 	fmt.Fprintf(bw, "#   as FILE.s -o FILE.o && ld -Ttext=%#x -e 0 -o FILE FILE.o && gprof FILE gmon.out\n", l.TextStart)
@@ -38,7 +38,7 @@ func (p *Program) WriteAssembler(w io.Writer, l *Layout) error {
 	}
 	fmt.Fprintf(bw, "\n# samples outside any known code\n")
 	symbol(UnaccountedName, l.Unaccounted, l.Unaccounted+binBytes)
-	for i, f := range p.Functions {
+	for i, f := range p.Symbols {
 		fmt.Fprintf(bw, "\n# %s\n", comment(f))
 		symbol(f.Name, l.Start[i], l.End[i])
 	}
@@ -47,7 +47,7 @@ func (p *Program) WriteAssembler(w io.Writer, l *Layout) error {
 }
 
 // comment tells where a function really was, on one line.
-func comment(f Function) string {
+func comment(f Symbol) string {
 	s := fmt.Sprintf("%d bytes at %#x", f.Size, f.Addr)
 	if f.CodeIndex != 0 {
 		s += fmt.Sprintf(", code_index %d", f.CodeIndex)

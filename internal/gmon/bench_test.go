@@ -11,7 +11,7 @@ import (
 func BenchmarkWriteGmon(b *testing.B) {
 	p := &Program{}
 	for range 5000 {
-		p.Functions = append(p.Functions, Function{Name: "f", Size: 1024})
+		p.Symbols = append(p.Symbols, Symbol{Name: "f", Size: 1024})
 	}
 	prof := &Profile{Rate: 4000, Samples: map[PC]uint64{}, Arcs: map[Arc]uint64{}}
 	for i := range 100000 {

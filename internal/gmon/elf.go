@@ -40,7 +40,7 @@ func (p *Program) WriteELF(w io.Writer, m elf.Machine, o ByteOrder, l *Layout) e
 			Shndx: uint16(text), Value: start, Size: end - start})
 	}
 	addSym(UnaccountedName, l.Unaccounted, l.Unaccounted+binBytes)
-	for i, fn := range p.Functions {
+	for i, fn := range p.Symbols {
 		if strings.IndexByte(fn.Name, 0) >= 0 {
 			return fmt.Errorf("gmon: function %d's name %q holds a NUL byte", i, fn.Name)
 		}

@@ -27,9 +27,9 @@ import (
 	"slices"
 )
 
-// Function is one function incarnation: what gets a symbol and an address
+// Symbol is one function incarnation: what gets a symbol and an address
 // range of its own.
-type Function struct {
+type Symbol struct {
 	Name string
 	Size uint64 // bytes of code; offsets past it widen the range
 	// Addr and CodeIndex say where the function really was, for the
@@ -43,10 +43,10 @@ type Function struct {
 // Program is the functions that share one layout: one symbol file serves
 // every Profile over them (one per stage).
 type Program struct {
-	Functions []Function
+	Symbols []Symbol
 }
 
-// PC is a place in a function: Program.Functions[Func], Offset bytes in.
+// PC is a place in a function: Program.Symbols[Func], Offset bytes in.
 type PC struct {
 	Func   int
 	Offset uint64
@@ -109,8 +109,8 @@ type Layout struct {
 // Layout places the functions in order, each over at least its size and
 // every offset the profiles sampled, rounded up to a bin.
 func (p *Program) Layout(profiles ...*Profile) *Layout {
-	need := make([]uint64, len(p.Functions))
-	for i, f := range p.Functions {
+	need := make([]uint64, len(p.Symbols))
+	for i, f := range p.Symbols {
 		need[i] = max(f.Size, 1)
 	}
 	for _, prof := range profiles {

@@ -134,7 +134,7 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 	if fmt.Sprint(wantArcs) != fmt.Sprint(rb.arcs) {
 		t.Errorf("arcs %v, want %v", rb.arcs, wantArcs)
 	}
-	for i := range p.Functions {
+	for i := range p.Symbols {
 		if l.Start[i]%binBytes != 0 || l.End[i] <= l.Start[i] || (i > 0 && l.Start[i] != l.End[i-1]) {
 			t.Errorf("function %d laid out at [%#x, %#x)", i, l.Start[i], l.End[i])
 		}
@@ -143,7 +143,7 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 }
 
 func TestRoundTrip(t *testing.T) {
-	three := &Program{Functions: []Function{{Name: "a", Size: 16}, {Name: "b", Size: 3}, {Name: "a", Size: 16}}}
+	three := &Program{Symbols: []Symbol{{Name: "a", Size: 16}, {Name: "b", Size: 3}, {Name: "a", Size: 16}}}
 	tests := []struct {
 		name string
 		p    *Program
@@ -164,7 +164,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestWriteGmonErrors(t *testing.T) {
-	p := &Program{Functions: []Function{{Name: "f", Size: 4}}}
+	p := &Program{Symbols: []Symbol{{Name: "f", Size: 4}}}
 	tests := []struct {
 		name string
 		prof *Profile
@@ -202,9 +202,9 @@ func FuzzGmonRoundTrip(f *testing.F) {
 		}
 		p := &Program{}
 		for range 1 + next()%8 {
-			p.Functions = append(p.Functions, Function{Name: "f", Size: next() * next()})
+			p.Symbols = append(p.Symbols, Symbol{Name: "f", Size: next() * next()})
 		}
-		n := len(p.Functions)
+		n := len(p.Symbols)
 		prof := &Profile{Rate: 1 + uint32(next()), Samples: map[PC]uint64{}, Arcs: map[Arc]uint64{}, Unaccounted: next() * next() * next()}
 		for range next() % 32 {
 			prof.Samples[PC{int(next()) % n, next() * next()}] += 4 * next() * next()
@@ -218,7 +218,7 @@ func FuzzGmonRoundTrip(f *testing.F) {
 // assembler file assembled and linked, prints the flat profile the model
 // holds, names with spaces, dots and quotes included.
 func TestGprofReadsBothSymbolFiles(t *testing.T) {
-	p := &Program{Functions: []Function{
+	p := &Program{Symbols: []Symbol{
 		{Name: "JS:*fib /app/a.js:1:10", Size: 40, Addr: 0x7f0000001000, CodeIndex: 3, Module: "/tmp/jit-1.dump"},
 		{Name: "loop.b$x", Size: 7},
 		{Name: "main", Size: 100},
@@ -257,8 +257,8 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 	}
 	esyms, err := ef.Symbols()
 	ef.Close()
-	if err != nil || len(esyms) != len(p.Functions)+2 {
-		t.Fatalf("%d symbols (%v), want %d", len(esyms), err, len(p.Functions)+2)
+	if err != nil || len(esyms) != len(p.Symbols)+2 {
+		t.Fatalf("%d symbols (%v), want %d", len(esyms), err, len(p.Symbols)+2)
 	}
 
 	check := func(what string, got map[string]float64) {

@@ -48,13 +48,13 @@ func gprofProgram(ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error
 		if err != nil || !ok {
 			return gmon.PC{}, false, err
 		}
-		f := gmon.Function{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+		f := gmon.Symbol{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
 		key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 		i, ok := index[key]
 		if !ok {
-			i = len(prog.Functions)
+			i = len(prog.Symbols)
 			index[key] = i
-			prog.Functions = append(prog.Functions, f)
+			prog.Symbols = append(prog.Symbols, f)
 		}
 		return gmon.PC{Func: i, Offset: loc.Address - fn.Start}, true, nil
 	}

@@ -128,7 +128,7 @@ func TestGprofGroundTruth(t *testing.T) {
 	// code indexes of the functions that shared an address are all there,
 	// and the ELF file gives each function a range of its own.
 	indexes := map[uint64]string{}
-	for _, f := range prog.Functions {
+	for _, f := range prog.Symbols {
 		if f.CodeIndex != 0 {
 			indexes[f.CodeIndex] = f.Name
 		}
@@ -201,13 +201,13 @@ func TestGprofNode(t *testing.T) {
 	rec := fixtures.Record(t, fixtures.Node, "-g")
 	res, prog, symbols, gmonOut := gprofFiles(t, rec.PerfData)
 	jitted := 0
-	for _, f := range prog.Functions {
+	for _, f := range prog.Symbols {
 		if f.CodeIndex != 0 {
 			jitted++
 		}
 	}
-	if jitted == 0 || jitted == len(prog.Functions) {
-		t.Errorf("%d jitted functions of %d: want both jitted and native ones", jitted, len(prog.Functions))
+	if jitted == 0 || jitted == len(prog.Symbols) {
+		t.Errorf("%d jitted functions of %d: want both jitted and native ones", jitted, len(prog.Symbols))
 	}
 	sameShares(t, fixtures.RunGprof(t, "-p", symbols, gmonOut), textShares(t, &Options{Sort: []string{"symbol"}}, res))
 	graph := fixtures.RunGprof(t, "-q", symbols, gmonOut)
