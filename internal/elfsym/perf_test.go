@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // These tests record real programs with perf and check that every address
@@ -285,6 +286,7 @@ int main() {
 `
 
 func TestAgreesWithPerf(t *testing.T) {
+	fixtures.RealTier(t, "perf record and perf script")
 	tests := []struct {
 		name  string
 		build func(t *testing.T, dir string) (cmd []string, files []string)
