@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -183,13 +184,7 @@ func writeStagedDump(dir string) error {
 // warns and reads on, so the functions loaded after marks still get their
 // images.
 func TestPerfSkipsStageMarks(t *testing.T) {
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	perf := fixtures.LookPath(t, "perf")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	record := exec.Command(perf, "record", "-q", "-k", "mono", "-o", data, "--", os.Args[0])
