@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"os/exec"
+	"math"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/perfdata"
@@ -89,29 +92,43 @@ func TestRecordThenReport(t *testing.T) {
 // PHP's JIT traces are named with no flag given to either runtime's
 // profiling. (PHP's opcache calls the Intel API only with jit_debug=128,
 // which is an ini setting, not an environment variable.)
+//
+// Java's samples are counted on the program's own thread while it worked
+// (busyScope), where they must be the frequency times the CPU time the
+// kernel gave it: the JVM's startup, the compiling of the source and the
+// JIT's threads, whose share of the samples a busy machine changes, are
+// left out.
 func TestRecordAgents(t *testing.T) {
-	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
 	for _, tc := range []struct {
 		name    string
-		hz      string // PHP's workload is short: sampled faster
+		hz      int // PHP's workload is short: sampled faster
 		minOwn  int
 		argv    []string
 		jitName *regexp.Regexp // the program's own jitted functions
+		// scope returns the report options that keep only the program's
+		// own work, as it printed it, and the samples that work must
+		// have; nil keeps every sample.
+		scope func(t *testing.T, hz int, stdout string) (args []string, want float64)
 	}{
-		{"java", "2000", 100, []string{"java", fixtures.Workload(t, "Work.java"), "2000"}, regexp.MustCompile(`^Work\.`)},
-		{"php", "20000", 50, []string{"php8.2", "-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing",
-			"-d", "opcache.jit_debug=128", fixtures.Workload(t, "fib_mandel.php")}, regexp.MustCompile(`\$(fib|mandel)\$`)},
+		{"java", 2000, 100, []string{"java", "testdata/Busy.java", "1500"}, regexp.MustCompile(`^Busy\.`), busyScope},
+		{"php", 20000, 50, []string{"php8.2", "-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing",
+			"-d", "opcache.jit_debug=128", fixtures.Workload(t, "fib_mandel.php")}, regexp.MustCompile(`\$(fib|mandel)\$`), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := exec.LookPath(tc.argv[0]); err != nil {
-				t.Skipf("%s is not installed", tc.argv[0])
-			}
+			fixtures.LookPath(t, tc.argv[0])
+			t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
 			data := filepath.Join(t.TempDir(), "perf.data")
-			code, _, stderr := jitprofMsg(t, append([]string{"record", "-F", tc.hz, "-o", data, "--"}, tc.argv...)...)
+			code, stdout, stderr := jitprofMsg(t, append([]string{"record", "-F", strconv.Itoa(tc.hz), "-o", data, "--"}, tc.argv...)...)
 			if code != 0 || strings.Contains(stderr, "not set") {
 				t.Fatalf("record: exit %d:\n%s", code, stderr)
 			}
-			code, out := jitprof(t, "report", "-i", data, "-q", "--format", "json", "--sort", "module,symbol")
+			args := []string{"report", "-i", data, "-q", "--format", "json", "--sort", "module,symbol"}
+			want := 0.0
+			if tc.scope != nil {
+				scope, w := tc.scope(t, tc.hz, stdout)
+				args, want = append(args, scope...), w
+			}
+			code, out := jitprof(t, args...)
 			if code != 0 {
 				t.Fatalf("report: exit %d:\n%s", code, out)
 			}
@@ -124,6 +141,13 @@ func TestRecordAgents(t *testing.T) {
 			}
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatal(err)
+			}
+			if tc.scope != nil {
+				tol := 5*math.Sqrt(want) + 0.01*want
+				t.Logf("%d samples while the program worked; its CPU time says %.0f±%.0f", r.Samples, want, tol)
+				if math.Abs(float64(r.Samples)-want) > tol {
+					t.Errorf("%d samples while the program worked, not %.0f±%.0f", r.Samples, want, tol)
+				}
 			}
 			jitted, own := 0, 0
 			for _, e := range r.Entries {
@@ -141,6 +165,28 @@ func TestRecordAgents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// busyScope reads what testdata/Busy.java printed and returns the report
+// options that keep the samples of its thread while it worked, and how many
+// those must be: the frequency times the CPU time the kernel gave the
+// thread meanwhile, within five standard deviations of a Poisson count and
+// a point.
+func busyScope(t *testing.T, hz int, stdout string) ([]string, float64) {
+	t.Helper()
+	var truth struct {
+		Tid   int   `json:"tid"`
+		Start int64 `json:"start_ns"`
+		End   int64 `json:"end_ns"`
+		CPU   int64 `json:"cpu_ns"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &truth); err != nil || truth.Tid == 0 {
+		t.Fatalf("what the program says it ran: %v\n%s", err, stdout)
+	}
+	t.Logf("thread %d worked %v of CPU time in %v", truth.Tid, time.Duration(truth.CPU), time.Duration(truth.End-truth.Start))
+	seconds := func(ns int64) string { return fmt.Sprintf("%d.%09d", ns/1e9, ns%1e9) }
+	return []string{"--tid", strconv.Itoa(truth.Tid), "--time", seconds(truth.Start) + "," + seconds(truth.End)},
+		float64(hz) * time.Duration(truth.CPU).Seconds()
 }
 
 // TestRecordDiskFull: when the disk fills, recording stops with an error
