@@ -18,8 +18,9 @@
 // through the jitted driver, so call chains hold jitted code below the top.
 //
 // It then prints the truth as JSON: where and when each function ran in each
-// phase, how much thread CPU time and how many iterations it got, and which
-// jitted calls took how long.
+// phase, how much thread CPU time and how many iterations it got, which
+// jitted calls took how long, and the thread that ran it all with the CPU
+// time the kernel gave that thread.
 package main
 
 import (
@@ -44,6 +45,16 @@ type Report struct {
 	Functions map[string]*Work `json:"functions"`
 	Calls     []*Arc           `json:"calls"` // totals over all phases
 	Phases    []*Phase         `json:"phases"`
+	// Thread ran everything: its samples are the program's work, which
+	// its CPU time measures, where the process's also counts the Go
+	// runtime's other threads.
+	Thread Thread `json:"thread"`
+}
+
+// Thread is a thread's id and its whole CPU time, at the end of the run.
+type Thread struct {
+	Tid      int   `json:"tid"`
+	CPUNanos int64 `json:"cpu_ns"`
 }
 
 // Phase says where each function lived while the phase ran, between Start
@@ -249,6 +260,7 @@ func run(dir string, duration time.Duration) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
+	rep.Thread = Thread{Tid: unix.Gettid(), CPUNanos: threadCPU()}
 	out := json.NewEncoder(os.Stdout)
 	out.SetIndent("", "  ")
 	return out.Encode(rep)
