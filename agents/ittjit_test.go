@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -368,7 +368,7 @@ func TestIttjitPHP(t *testing.T) {
 	data := filepath.Join(dir, "perf.data")
 	out := runCommand(t, []string{"env", "JITDUMPDIR=" + dir, "INTEL_JIT_PROFILER64=" + agentPath(t, IttJIT),
 		perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "10000", "-o", data, "--",
-		php, "-d", "opcache.enable_cli=1", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing", "-d", "opcache.jit_debug=128",
+		php, "-d", "opcache.enable_cli=1", "-d", "opcache.file_update_protection=0", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing", "-d", "opcache.jit_debug=128",
 		fixtures.Workload(t, "fib_mandel.php")})
 	if !strings.Contains(out, "75025 976575") || strings.Contains(out, "jitprof-ittjit") {
 		t.Errorf("PHP's output: %q", out)

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/jitdump"
 )
 

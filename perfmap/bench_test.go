@@ -18,7 +18,7 @@ func benchMap(n int) []byte {
 		size := 0x20 + rng.Uint64N(0x800)
 		switch i % 3 {
 		case 0:
-			fmt.Fprintf(&b, "%x %x JS:*fn%d /work/shared/workloads/newfunctions.js:%d:13\n", addr, size, i, i)
+			fmt.Fprintf(&b, "%x %x JS:*fn%d /app/newfunctions.js:%d:13\n", addr, size, i, i)
 		case 1:
 			fmt.Fprintf(&b, "0x%016x 0x%016x void java.lang.Foo%d.bar(int, java.lang.String)\n", addr, size, i)
 		default:

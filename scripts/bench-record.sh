@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-7}
 repo=$(pwd)
-workloads=${JITPROF_WORKLOADS:-$repo/../shared/workloads}
+workloads=${JITPROF_WORKLOADS:-$repo/testdata/workloads}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -10,7 +10,7 @@ go test -run '^$' -bench . -benchmem ./perfmap
 # dump --stats on a 400 MB dump against cat reading it, from a real node dump
 # repeated; best of 5 each.
 repo=$(pwd)
-workloads=${JITPROF_WORKLOADS:-$repo/../shared/workloads}
+workloads=${JITPROF_WORKLOADS:-$repo/testdata/workloads}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && node --perf-prof "$workloads/newfunctions.js" 50 >/dev/null)

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/disasm"
-	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
 // lookup knows one symbol, "fn", at [0x1000, 0x1100).

@@ -30,8 +30,8 @@ type Code struct {
 type Event struct {
 	Time     uint64
 	Pid, Tid uint32
-	Addr     uint64    // where the code starts from Time on
-	Code     *Code // the loaded function; for a move, the one moved
+	Addr     uint64 // where the code starts from Time on
+	Code     *Code  // the loaded function; for a move, the one moved
 	Move     bool
 }
 
@@ -41,7 +41,7 @@ type Dump struct {
 	Path      string // as given to Read
 	Header    jitdump.Header
 	Functions []*Code // in file order
-	Events    []Event     // in file order
+	Events    []Event // in file order
 	// Problems lists what was skipped: invalid records, moves of unknown code
 	// indexes, and the condition that ended reading early (truncation or
 	// corruption); the records before it are kept.

@@ -258,7 +258,8 @@ func TestAnnotateWithSourceLines(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.data")
 	run(t, inject.Options{Input: rec.PerfData, Output: out, Pack: true})
 	ann := string(fixtures.Perf(t, "annotate", "-i", out, "--stdio", "-l", "fib"))
-	for _, want := range []string{"<fib>:", "push", "ret", "fib_sq.c:2", "static long fib(long n)"} {
+	fib := fmt.Sprintf("fib_sq.c:%d", fixtures.WorkloadLine(t, "fib_sq.c", "static long fib(long n)"))
+	for _, want := range []string{"<fib>:", "push", "ret", fib, "static long fib(long n)"} {
 		if !strings.Contains(ann, want) {
 			t.Errorf("perf annotate lacks %q:\n%s", want, ann)
 		}

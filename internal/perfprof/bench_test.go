@@ -3,8 +3,8 @@ package perfprof_test
 import (
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // BenchmarkRun symbolizes and merges a recording of node with call chains:

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
-	"github.com/jitprof/jitprof/internal/demangle"
 )
 
 // The names of a profile's mappings that are not files (see Result).

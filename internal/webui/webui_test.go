@@ -235,7 +235,7 @@ var (
 // a node run and have jitprof make a profile of it:
 //
 //	cd $(mktemp -d)
-//	perf record -g -k mono -F 10000 node --perf-prof .../shared/workloads/manyfunctions.js 1500
+//	perf record -g -k mono -F 10000 node --perf-prof testdata/workloads/manyfunctions.js 1500
 //	jitprof report --format pprof -o profile.pb.gz
 //	cd - && go test ./internal/webui -run TestScreenshot \
 //		-screenshot $PWD/docs/webui.png -screenshot.profile $OLDPWD/profile.pb.gz
