@@ -55,8 +55,8 @@ written to ~/.debug, and IN is never changed; OUT appears whole or not at all.`,
 				return &exitError{code: 1, err: err}
 			}
 			if !quiet {
-				fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: injected %d functions from %d dumps (%d events) into %s; %d images, %d bytes\n",
-					res.Functions, res.Dumps, res.Events, opts.Output, res.Images, res.ImageBytes)
+				fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: injected %s from %s (%s) into %s; %s, %d bytes\n",
+					count(res.Functions, "function"), count(res.Dumps, "dump"), count(res.Events, "event"), opts.Output, count(res.Images, "image"), res.ImageBytes)
 			}
 			return nil
 		},

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -33,6 +35,7 @@ write about the code they generate (jitdump files and perf maps) and turns
 profiles of that code into symbolized reports.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd(), newAnnotateCmd(), newRecordCmd())
 	new(selfProfile).register(root)
@@ -54,4 +57,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, "jitprof:", err)
 	}
 	os.Exit(code)
+}
+
+// version is the module's version as the Go toolchain recorded it: a
+// release's, a pseudo-version naming the commit, or "(devel)" with the commit
+// when it knows one.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	var commit, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if commit != "" && v == "(devel)" { // a pseudo-version names the commit already
+		v += fmt.Sprintf(" (commit %.12s%s)", commit, modified)
+	}
+	return v + ", " + runtime.Version()
 }

@@ -28,11 +28,20 @@ perf record -k mono does: perf report, perf script, perf inject --jit and
 jitprof report read it.
 
 A command's environment is set so that JIT runtimes describe their code in a
-jitdump without any flag: NODE_OPTIONS gets --perf-prof and
---interpreted-frames-native-stack, ERL_FLAGS +JPperf true,
-PYTHON_PERF_JIT_SUPPORT=1 (CPython 3.13), DOTNET_PerfMapEnabled=1, and
-JITDUMPDIR the output's directory. Values already set are extended, never
-replaced. --no-runtime-env leaves the environment alone.
+jitdump without any flag:
+
+  NODE_OPTIONS             += --perf-prof --interpreted-frames-native-stack
+  ERL_FLAGS                += +JPperf true
+  PYTHON_PERF_JIT_SUPPORT  =  1 (CPython 3.13 and later)
+  DOTNET_PerfMapEnabled    =  1
+  JITDUMPDIR               =  the output's directory (LLVM, the agents)
+  JAVA_TOOL_OPTIONS        += -agentpath:<jitprof's JVMTI agent>
+  INTEL_JIT_PROFILER64     =  <jitprof's JIT API collector> (PHP with
+                              opcache.jit_debug=128, LLVM, wasmtime)
+
+The last two only where jitprof was built with its agents (make build).
+Values already set are extended (+=), never replaced. --no-runtime-env
+leaves the environment alone.
 
 With -p, the processes' existing threads and mappings are read from /proc,
 jitdump markers included, so a runtime that was started with --perf-prof
@@ -109,7 +118,7 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample: cycles, instructions, cpu-clock, task-clock... with :u for user space only (default cycles where the hardware counts them, else cpu-clock)")
 	f.BoolVarP(&o.CallGraph, "call-graph", "g", false, "record call chains (frame pointers)")
 	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`")
-	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (a command still running is sent SIGTERM)")
+	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long, in seconds (1.5) or as 10s, 2m (a command still running is sent SIGTERM)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
 	f.IntVarP(&o.Pages, "mmap-pages", "m", 128, "each CPU's ring buffer, in `PAGES` (a power of two); more keeps bursts from being lost")

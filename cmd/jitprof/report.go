@@ -64,7 +64,7 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	}
 	if !s.quiet {
 		for _, res := range results {
-			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %d dumps", res.Kept, res.Samples, res.Event, res.Jitted, res.Dumps)
+			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %s", res.Kept, res.Samples, res.Event, res.Jitted, count(res.Dumps, "dump"))
 			if res.Lost > 0 {
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}
@@ -111,6 +111,8 @@ func newReportCmd() *cobra.Command {
 		byPeriod   bool
 		noBrowser  bool
 		stageSpecs []string
+		noChildren bool
+		stdio      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "report [-i perf.data]",
@@ -145,7 +147,13 @@ parts of the run on their own: by time, or as the program marked them.`,
 				opts.Value = 1
 			}
 			f, err := report.ParseFormat(format)
-			if err == nil {
+			switch {
+			case err != nil:
+			case children && noChildren:
+				err = fmt.Errorf("--children and --no-children: give one")
+			case stdio && (f != report.FormatText || httpAddr != ""):
+				err = fmt.Errorf("--stdio is the text report: not with --format %s or --http", format)
+			default:
 				err = report.CheckOptions(opts)
 			}
 			specs, err2 := stages.Parse(stageSpecs)
@@ -178,7 +186,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 				defer stop()
 				return webui.Serve(ctx, profiles[0], webui.Options{
-					HostPort: httpAddr, OpenBrowser: !noBrowser,
+					HostPort: httpAddr, OpenBrowser: !noBrowser && browserCanStart(),
 					Ready: func(url string) {
 						fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends)\n", url)
 					},
@@ -203,9 +211,21 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f.BoolVar(&noBrowser, "no-browser", false, "with --http, do not open a browser")
 	f.StringSliceVarP(&sortKeys, "sort", "s", nil, "group by these keys: symbol, module, comm, pid (default comm,module,symbol)")
 	f.BoolVar(&children, "children", false, "also count the samples below each entry (perf report --children)")
+	f.BoolVar(&noChildren, "no-children", false, "count each entry's own samples only: the default (perf report's flag)")
+	f.BoolVar(&stdio, "stdio", false, "the text report: the default (perf report's flag)")
 	f.BoolVarP(&callGraph, "call-graph", "g", false, "show each entry's call graph")
 	f.Float64Var(&limit, "percent-limit", 0, "hide entries below this percentage of the samples")
 	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
 	return cmd
+}
+
+// browserCanStart tells whether a browser started for --http could show
+// anything: not as root (Chromium refuses to run as root without
+// --no-sandbox), not without a display; the URL is printed either way.
+func browserCanStart() bool {
+	if os.Getenv("BROWSER") != "" {
+		return true // the user chose one
+	}
+	return os.Geteuid() != 0 && (os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "")
 }

@@ -64,19 +64,24 @@ func ParseEvent(s string) (Event, error) {
 }
 
 // DefaultEvent returns cycles when the hardware counts them here, else
-// cpu-clock (virtual machines often have no counters), and a note saying
-// which.
+// cpu-clock (virtual machines often have no counters). The summary names
+// the event, so the choice needs no note unless the user might expect
+// otherwise: none is given (""), but for why a counter the machine has
+// could not be used.
 func DefaultEvent() (Event, string) {
 	cycles, _ := ParseEvent("cycles")
 	attr := unix.PerfEventAttr{Type: cycles.Type, Config: cycles.Config, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv}
 	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err == nil {
-		unix.Close(fd)
-		return cycles, "sampling cycles (the hardware counts them)"
-	}
 	clock, _ := ParseEvent("cpu-clock")
-	return clock, fmt.Sprintf("sampling cpu-clock: no hardware cycle counter here (%v; a virtual machine?)", err)
+	switch {
+	case err == nil:
+		unix.Close(fd)
+		return cycles, ""
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV):
+		return clock, "" // no counter at all, as in most virtual machines
+	}
+	return clock, fmt.Sprintf("sampling cpu-clock: the cycle counter could not be used (%v)", err)
 }
 
 // attrConfig is what an attr is made of besides the event.
@@ -157,7 +162,7 @@ func openError(a *perfdata.Attr, pid, cpu int, err error) error {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return paranoidError(err)
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV):
-		return fmt.Errorf("perf_event_open for %s: event type %d config %d is not counted on this machine (%w); try -e cpu-clock", what, a.Type, a.Config, err)
+		return fmt.Errorf("perf_event_open for %s: this machine does not count event type %d config %d (%w; virtual machines often have no hardware counters): try -e cpu-clock", what, a.Type, a.Config, err)
 	case errors.Is(err, unix.EMFILE):
 		return fmt.Errorf("perf_event_open for %s: %w: raise the limit (ulimit -n) or record fewer threads", what, err)
 	}

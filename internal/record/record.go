@@ -142,8 +142,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		ev = *o.Event
 	} else {
 		var msg string
-		ev, msg = DefaultEvent()
-		note(msg)
+		if ev, msg = DefaultEvent(); msg != "" {
+			note(msg)
+		}
 	}
 	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
 		// What perf does too: the kernel refuses more at this level.

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// durationFlag is a duration given as Go writes one (1m30s, 250ms) or, as
+// perf and timeout(1) take it, in plain seconds (1.5).
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	if sec, err := strconv.ParseFloat(s, 64); err == nil {
+		if sec < 0 || sec > float64(1<<63-1)/1e9 {
+			return fmt.Errorf("%q: not a duration we can wait", s)
+		}
+		*f.d = time.Duration(sec * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: want seconds (1.5) or a duration (90s, 2m)", s)
+	}
+	*f.d = d
+	return nil
+}
+
+func (durationFlag) Type() string { return "duration" }
+
+// count writes n things: "1 dump", "2 dumps".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
