@@ -20,7 +20,7 @@ func seedCorpus(f *testing.F) {
 func FuzzReader(f *testing.F) {
 	seedCorpus(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readBoth(t, data)
+		readEveryWay(t, data)
 	})
 }
 

@@ -56,7 +56,7 @@ func TestInlineInfoRoundTrip(t *testing.T) {
 					t.Errorf("record %d:\n got %+v\nwant %+v", i, g, w)
 				}
 			}
-			if _, err := readBoth(t, data); err != nil {
+			if _, err := readEveryWay(t, data); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -165,7 +165,7 @@ func FuzzInlineInfo(f *testing.F) {
 		f.Add(data[:len(data)-3])
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readBoth(t, data)
+		readEveryWay(t, data)
 		r, err := jitdump.NewBytesReader(data)
 		if err != nil {
 			return

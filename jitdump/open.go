@@ -11,8 +11,10 @@ import (
 // File is a jitdump file mapped into memory and read in place.
 type File struct {
 	*Reader
-	mapping *mapfile.Mapping
-	file    *os.File
+	mapping  *mapfile.Mapping
+	file     *os.File
+	regular  bool // file can be read at any offset, by Scan
+	partSize int  // of Scan's buffers
 
 	mu     sync.Mutex // guards reread
 	reread Reader     // decodes for RecordAt
@@ -25,6 +27,11 @@ type File struct {
 func Open(name string) (*File, error) {
 	f, err := os.Open(name)
 	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	m, err := mapfile.Map(f)
@@ -40,7 +47,7 @@ func Open(name string) (*File, error) {
 		return nil, r.named(err)
 	}
 	r.SetName(name)
-	return &File{Reader: r, mapping: m, file: f, reread: Reader{hdr: r.hdr, name: name}}, nil
+	return &File{Reader: r, mapping: m, file: f, regular: st.Mode().IsRegular(), partSize: defaultPartSize, reread: Reader{hdr: r.hdr, ord: r.ord, name: name}}, nil
 }
 
 // Evict drops the file's pages read so far from the process's resident
@@ -71,7 +78,7 @@ func (f *File) RecordAt(off int64) (Record, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.reread.decode(off, b), nil
+	return f.reread.decode(off, b, false), nil
 }
 
 // Close releases the mapping; records read from the File must not be used after it.

@@ -28,12 +28,16 @@ type Reader struct {
 	ReuseRecord bool
 
 	hdr  Header
+	ord  order // hdr.ByteOrder, for the record loop
 	name string
 
 	data []byte        // the whole input, in bytes mode
 	src  *bufio.Reader // the input, in stream mode
 	off  int64         // of the next record
 	err  error         // sticky: the condition that ended reading
+
+	touched int  // bytes mode: the input before it has been loaded by touchAhead
+	sink    byte // keeps touchAhead's loads from being optimised away
 
 	loads   slab[CodeLoad]
 	debugs  slab[DebugInfo]
@@ -111,7 +115,7 @@ func (r *Reader) parseHeader(b []byte) error {
 		case Magic:
 			r.hdr.ByteOrder = binary.LittleEndian
 		case bits.ReverseBytes32(Magic):
-			r.hdr.ByteOrder = binary.BigEndian
+			r.hdr.ByteOrder, r.ord.big = binary.BigEndian, true
 		default:
 			return &FormatError{Off: 0, Msg: fmt.Sprintf("not a jitdump file: magic %#08x", binary.LittleEndian.Uint32(b))}
 		}
@@ -148,43 +152,37 @@ func (r *Reader) Next() (Record, error) {
 		r.err = r.named(err)
 		return nil, r.err
 	}
-	return r.decode(off, b), nil
+	return r.decode(off, b, r.ReuseRecord), nil
 }
 
 // nextBytes returns the next whole record, header included, and advances.
 func (r *Reader) nextBytes() ([]byte, error) {
-	var head []byte
+	var b []byte
 	if r.src == nil {
-		head = r.data[r.off:]
+		head := r.data[r.off:]
 		if len(head) == 0 {
 			return nil, io.EOF
 		}
-	} else {
+		r.touchAhead()
 		var err error
-		if head, err = r.src.Peek(RecordHeaderSize); len(head) == 0 {
+		if b, err = r.split(head, true); err != nil {
+			return nil, err
+		}
+	} else {
+		head, err := r.src.Peek(RecordHeaderSize)
+		if len(head) == 0 {
 			if err == nil || err == io.EOF {
 				return nil, io.EOF
 			}
 			return nil, err
 		}
-	}
-	if len(head) < RecordHeaderSize {
-		return nil, &TruncatedError{Off: r.off, Want: RecordHeaderSize, Have: int64(len(head))}
-	}
-	o := r.hdr.ByteOrder
-	size := o.Uint32(head[4:])
-	if size < RecordHeaderSize {
-		return nil, &FormatError{Off: r.off, Msg: fmt.Sprintf("record total_size %d is smaller than the record header", size)}
-	}
-
-	var b []byte
-	if r.src == nil {
-		if uint64(size) > uint64(len(head)) {
-			return nil, r.cutShort(head)
+		if len(head) < RecordHeaderSize {
+			return nil, &TruncatedError{Off: r.off, Want: RecordHeaderSize, Have: int64(len(head))}
 		}
-		b = head[:size:size]
-	} else {
-		var err error
+		size := r.ord.u32(head[4:])
+		if size < RecordHeaderSize {
+			return nil, r.tooSmall(size)
+		}
 		if b, err = readRecord(r.src, int(size)); err != nil {
 			if err == io.ErrUnexpectedEOF || err == io.EOF {
 				return nil, r.cutShort(b)
@@ -192,8 +190,59 @@ func (r *Reader) nextBytes() ([]byte, error) {
 			return nil, err
 		}
 	}
-	r.off += int64(size)
+	r.off += int64(len(b))
 	return b, nil
+}
+
+// split returns the record at the start of head, the input from the next
+// record on: all of what is left when all is set, else the start of it, and
+// then a record running past head gives nil and no error (more is needed).
+func (r *Reader) split(head []byte, all bool) ([]byte, error) {
+	if len(head) < RecordHeaderSize {
+		if !all {
+			return nil, nil
+		}
+		return nil, &TruncatedError{Off: r.off, Want: RecordHeaderSize, Have: int64(len(head))}
+	}
+	size := r.ord.u32(head[4:])
+	if size < RecordHeaderSize {
+		return nil, r.tooSmall(size)
+	}
+	if uint64(size) > uint64(len(head)) {
+		if !all {
+			return nil, nil
+		}
+		return nil, r.cutShort(head)
+	}
+	return head[:size:size], nil
+}
+
+func (r *Reader) tooSmall(size uint32) error {
+	return &FormatError{Off: r.off, Msg: fmt.Sprintf("record total_size %d is smaller than the record header", size)}
+}
+
+// readAhead is how far past the next record touchAhead loads the input.
+//
+// Where a record starts is known only once the size of the one before it has
+// been loaded, so a walk from record to record waits for memory one record
+// at a time, and records a few hundred bytes apart do not form a pattern the
+// processor's prefetcher follows. Loads of every cache line ahead depend on
+// nothing and overlap. Measured on a 388 MiB Erlang dump in the page cache: a
+// bare walk of the record headers took 110 ms, 18 ms touching 4 KiB ahead
+// (1 KiB: 23 ms; 64 KiB: 25 ms, lines evicted before use); Next through all
+// of it, 100 ms against 122.
+const readAhead = 4 << 10
+
+// touchAhead loads one byte of each cache line up to readAhead past the
+// next record, once.
+func (r *Reader) touchAhead() {
+	const line = 64
+	lim := min(int(r.off)+readAhead, len(r.data))
+	i, sink := max(r.touched, int(r.off)), r.sink
+	for ; i < lim; i += line {
+		sink += r.data[i]
+	}
+	r.touched, r.sink = i, sink
 }
 
 // readRecord reads n bytes into a buffer of their own. Beyond a size any real
@@ -271,74 +320,92 @@ func (r *Reader) named(err error) error {
 	return err
 }
 
-// decode turns a whole record into its typed form. b holds exactly the
-// record's total_size bytes.
-func (r *Reader) decode(off int64, b []byte) Record {
-	o := r.hdr.ByteOrder
-	h := RecordHeader{Offset: off, Type: RecordType(o.Uint32(b)), Size: uint32(len(b)), Timestamp: o.Uint64(b[8:])}
-	invalid := func(format string, args ...any) Record {
-		return &Invalid{RecordHeader: h, Body: b[RecordHeaderSize:], Err: &FormatError{File: r.name, Off: off, Msg: h.Type.String() + ": " + fmt.Sprintf(format, args...)}}
-	}
-	needs := func(n int) Record {
-		return invalid("total_size %d cannot hold its %d bytes of fixed fields", len(b), n)
-	}
+// order reads fields in the writer's byte order. Its methods are inlined,
+// unlike calls through the binary.ByteOrder interface, of which decode makes
+// a dozen a record: on an Erlang dump in the processor's cache, decode took
+// 27 ns a record, 42 through the interface.
+type order struct{ big bool }
 
+func (o order) u32(b []byte) uint32 {
+	if o.big {
+		return binary.BigEndian.Uint32(b)
+	}
+	return binary.LittleEndian.Uint32(b)
+}
+
+func (o order) u64(b []byte) uint64 {
+	if o.big {
+		return binary.BigEndian.Uint64(b)
+	}
+	return binary.LittleEndian.Uint64(b)
+}
+
+// decode turns a whole record into its typed form. b holds exactly the
+// record's total_size bytes. reuse is ReuseRecord's.
+func (r *Reader) decode(off int64, b []byte, reuse bool) Record {
+	o := r.ord
+	h := RecordHeader{Offset: off, Type: RecordType(o.u32(b)), Size: uint32(len(b)), Timestamp: o.u64(b[8:])}
 	switch h.Type {
 	case TypeCodeLoad:
 		if len(b) < codeLoadFixed {
-			return needs(codeLoadFixed)
-		}
-		rec := r.loads.new(r.ReuseRecord)
-		*rec = CodeLoad{RecordHeader: h,
-			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
-			VMA: o.Uint64(b[24:]), CodeAddr: o.Uint64(b[32:]), CodeSize: o.Uint64(b[40:]), CodeIndex: o.Uint64(b[48:]),
+			return r.needs(h, b, codeLoadFixed)
 		}
 		rest := b[codeLoadFixed:]
 		nul := bytes.IndexByte(rest, 0)
 		if nul < 0 {
-			return invalid("name has no terminating NUL within the record")
+			return r.invalid(h, b, "name has no terminating NUL within the record")
 		}
-		rec.Name = aliasString(rest[:nul])
-		rest = rest[nul+1:]
-		if rec.CodeSize > uint64(len(rest)) {
-			return invalid("code_size %d exceeds the %d bytes left in the record", rec.CodeSize, len(rest))
+		code := rest[nul+1:]
+		size := o.u64(b[40:])
+		if size > uint64(len(code)) {
+			return r.invalid(h, b, "code_size %d exceeds the %d bytes left in the record", size, len(code))
 		}
-		rec.Code = rest[:rec.CodeSize:rec.CodeSize]
+		// Field by field: a composite literal is built on the stack and
+		// copied 16 bytes at a time, loads that straddle its 4-byte stores
+		// and so wait for them (store forwarding fails). On an Erlang dump
+		// in the cache, decode took 28 ns a record, 36 with the literal.
+		rec := r.loads.new(reuse)
+		rec.RecordHeader = h
+		rec.Pid, rec.Tid = o.u32(b[16:]), o.u32(b[20:])
+		rec.VMA, rec.CodeAddr, rec.CodeSize, rec.CodeIndex = o.u64(b[24:]), o.u64(b[32:]), size, o.u64(b[48:])
+		rec.Name, rec.Code = aliasString(rest[:nul]), code[:size:size]
 		return rec
 
 	case TypeCodeMove:
 		if len(b) < codeMoveSize {
-			return needs(codeMoveSize)
+			return r.needs(h, b, codeMoveSize)
 		}
 		return &CodeMove{RecordHeader: h,
-			Pid: o.Uint32(b[16:]), Tid: o.Uint32(b[20:]),
-			VMA: o.Uint64(b[24:]), OldCodeAddr: o.Uint64(b[32:]), NewCodeAddr: o.Uint64(b[40:]),
-			CodeSize: o.Uint64(b[48:]), CodeIndex: o.Uint64(b[56:]),
+			Pid: o.u32(b[16:]), Tid: o.u32(b[20:]),
+			VMA: o.u64(b[24:]), OldCodeAddr: o.u64(b[32:]), NewCodeAddr: o.u64(b[40:]),
+			CodeSize: o.u64(b[48:]), CodeIndex: o.u64(b[56:]),
 		}
 
 	case TypeDebugInfo:
 		if len(b) < debugInfoFixed {
-			return needs(debugInfoFixed)
+			return r.needs(h, b, debugInfoFixed)
 		}
-		rec := r.debugs.new(r.ReuseRecord)
-		*rec = DebugInfo{RecordHeader: h, CodeAddr: o.Uint64(b[16:]), NumEntries: o.Uint64(b[24:]), order: o}
+		n := o.u64(b[24:])
 		entries := b[debugInfoFixed:]
 		// Each entry takes at least its fixed part and a NUL.
-		if rec.NumEntries > uint64(len(entries)/(debugEntryFixed+1)) {
-			return invalid("nr_entry %d cannot fit in %d bytes", rec.NumEntries, len(entries))
+		if n > uint64(len(entries)/(debugEntryFixed+1)) {
+			return r.invalid(h, b, "nr_entry %d cannot fit in %d bytes", n, len(entries))
 		}
 		end := 0
-		for i := uint64(0); i < rec.NumEntries; i++ {
+		for i := range n {
 			if len(entries)-end < debugEntryFixed+1 {
-				return invalid("entry %d of %d at offset %#x overflows the record", i, rec.NumEntries, off+int64(debugInfoFixed+end))
+				return r.invalid(h, b, "entry %d of %d at offset %#x overflows the record", i, n, off+int64(debugInfoFixed+end))
 			}
 			nul := bytes.IndexByte(entries[end+debugEntryFixed:], 0)
 			if nul < 0 {
-				return invalid("entry %d of %d at offset %#x: file name has no terminating NUL within the record", i, rec.NumEntries, off+int64(debugInfoFixed+end))
+				return r.invalid(h, b, "entry %d of %d at offset %#x: file name has no terminating NUL within the record", i, n, off+int64(debugInfoFixed+end))
 			}
 			end += debugEntryFixed + nul + 1
 		}
-		rec.entries = entries[:end:end]
+		rec := r.debugs.new(reuse) // field by field, as CODE_LOAD
+		rec.RecordHeader = h
+		rec.CodeAddr, rec.NumEntries = o.u64(b[16:]), n
+		rec.entries, rec.order = entries[:end:end], r.hdr.ByteOrder
 		return rec
 
 	case TypeCodeClose:
@@ -346,34 +413,49 @@ func (r *Reader) decode(off int64, b []byte) Record {
 
 	case TypeUnwindingInfo:
 		if len(b) < unwindingFixed {
-			return needs(unwindingFixed)
+			return r.needs(h, b, unwindingFixed)
 		}
-		size, hdrSize, mapped := o.Uint64(b[16:]), o.Uint64(b[24:]), o.Uint64(b[32:])
+		size, hdrSize, mapped := o.u64(b[16:]), o.u64(b[24:]), o.u64(b[32:])
 		data := b[unwindingFixed:]
 		if size > uint64(len(data)) {
-			return invalid("unwind_data_size %d exceeds the %d bytes left in the record", size, len(data))
+			return r.invalid(h, b, "unwind_data_size %d exceeds the %d bytes left in the record", size, len(data))
 		}
 		if hdrSize > size {
-			return invalid("eh_frame_hdr_size %d exceeds unwind_data_size %d", hdrSize, size)
+			return r.invalid(h, b, "eh_frame_hdr_size %d exceeds unwind_data_size %d", hdrSize, size)
 		}
 		split := size - hdrSize
-		rec := r.unwinds.new(r.ReuseRecord)
+		rec := r.unwinds.new(reuse)
 		*rec = UnwindingInfo{RecordHeader: h, MappedSize: mapped, EHFrame: data[:split:split], EHFrameHdr: data[split:size:size]}
 		return rec
 
 	case TypeStageMark:
 		if len(b) < stageMarkFixed {
-			return needs(stageMarkFixed)
+			return r.needs(h, b, stageMarkFixed)
 		}
-		return decodeStageMark(h, b, o, invalid)
+		return decodeStageMark(h, b, r.hdr.ByteOrder, r.invalidFunc(h, b))
 
 	case TypeInlineInfo:
 		if len(b) < inlineInfoFixed {
-			return needs(inlineInfoFixed)
+			return r.needs(h, b, inlineInfoFixed)
 		}
-		return decodeInlineInfo(h, b, o, invalid)
+		return decodeInlineInfo(h, b, r.hdr.ByteOrder, r.invalidFunc(h, b))
 	}
 	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}
+}
+
+// invalid returns the record as *Invalid, its fields not fitting as format
+// says. It is apart from decode, as are needs and invalidFunc, to keep the
+// formatting's frame and arguments out of the path every record takes.
+func (r *Reader) invalid(h RecordHeader, b []byte, format string, args ...any) Record {
+	return &Invalid{RecordHeader: h, Body: b[RecordHeaderSize:], Err: &FormatError{File: r.name, Off: h.Offset, Msg: h.Type.String() + ": " + fmt.Sprintf(format, args...)}}
+}
+
+func (r *Reader) needs(h RecordHeader, b []byte, n int) Record {
+	return r.invalid(h, b, "total_size %d cannot hold its %d bytes of fixed fields", len(b), n)
+}
+
+func (r *Reader) invalidFunc(h RecordHeader, b []byte) func(string, ...any) Record {
+	return func(format string, args ...any) Record { return r.invalid(h, b, format, args...) }
 }
 
 // aliasString returns b as a string without copying; the Reader's contract

@@ -26,9 +26,9 @@ func countRecords(b *testing.B, r *jitdump.Reader) (n int, code uint64) {
 	}
 }
 
-// BenchmarkRead reads real dumps three ways: mapped (the reader over the
-// mapping, no copies), streamed from the file, and, as the yardstick, the
-// file's bytes merely read into a buffer, as cat does.
+// BenchmarkRead reads real dumps four ways: mapped (the reader over the
+// mapping, no copies), streamed from the file, by Scan, and, as the
+// yardstick, the file's bytes merely read into a buffer, as cat does.
 func BenchmarkRead(b *testing.B) {
 	for _, rt := range []fixtures.Runtime{fixtures.Node, fixtures.Erlang} {
 		path := fixtures.Dump(b, rt)
@@ -59,6 +59,26 @@ func BenchmarkRead(b *testing.B) {
 					b.Fatal(err)
 				}
 				countRecords(b, r)
+				f.Close()
+			}
+		})
+		b.Run(string(rt)+"/scan", func(b *testing.B) {
+			b.SetBytes(st.Size())
+			for b.Loop() {
+				f, err := jitdump.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var code uint64
+				err = f.Scan(func(rec jitdump.Record) error {
+					if l, ok := rec.(*jitdump.CodeLoad); ok {
+						code += l.CodeSize
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
 				f.Close()
 			}
 		})

@@ -61,13 +61,23 @@ func readAll(t testing.TB, r *jitdump.Reader) ([]string, error) {
 	}
 }
 
-// readBoth reads data in place and as a stream; both ways must agree.
-func readBoth(t testing.TB, data []byte) ([]string, error) {
+// readEveryWay reads data in place, as a stream, and from a file by Scan,
+// in parts of the default size and in about 8 parts, so that a test that
+// varies data cuts records and their headers at many places (at each,
+// TestScanEveryPartSize); every way must agree.
+func readEveryWay(t testing.TB, data []byte) ([]string, error) {
 	t.Helper()
 	br, berr := jitdump.NewBytesReader(data)
 	sr, serr := jitdump.NewReader(bytes.NewReader(data))
 	if (berr == nil) != (serr == nil) {
 		t.Fatalf("header: bytes reader says %v, stream reader %v", berr, serr)
+	}
+	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ferr := jitdump.Open(path); (ferr == nil) != (berr == nil) {
+		t.Fatalf("header: bytes reader says %v, Open %v", berr, ferr)
 	}
 	if berr != nil {
 		return nil, berr
@@ -77,7 +87,41 @@ func readBoth(t testing.TB, data []byte) ([]string, error) {
 	if fmt.Sprint(berr) != fmt.Sprint(serr) || strings.Join(brecs, "\n") != strings.Join(srecs, "\n") {
 		t.Fatalf("bytes and stream readers differ:\nbytes:  %v %q\nstream: %v %q", berr, brecs, serr, srecs)
 	}
+	for _, size := range []int{0, max(len(data)/8, 1)} {
+		frecs, ferr := scanFile(t, path, size)
+		if fmt.Sprint(berr) != fmt.Sprint(ferr) || strings.Join(brecs, "\n") != strings.Join(frecs, "\n") {
+			t.Fatalf("bytes reader and Scan in parts of %d bytes differ:\nbytes: %v %q\nScan:  %v %q", size, berr, brecs, ferr, frecs)
+		}
+	}
 	return brecs, berr
+}
+
+// scanFile reads the dump at path with Scan, in parts of partSize bytes (0:
+// Scan's own), describing each record while Scan lends it. Errors, the
+// records' among them, are told as a reader without a name tells them.
+func scanFile(t testing.TB, path string, partSize int) ([]string, error) {
+	t.Helper()
+	f, err := jitdump.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if partSize > 0 {
+		jitdump.SetScanPartSize(f, partSize)
+	}
+	unname := func(s string) string { return strings.ReplaceAll(s, path+": ", "jitdump: ") }
+	var out []string
+	err = f.Scan(func(rec jitdump.Record) error {
+		out = append(out, unname(describe(rec)))
+		return nil
+	})
+	if err != nil {
+		if _, again := f.Next(); again != err {
+			t.Fatalf("Scan ended with %v, then Next returned %v", err, again)
+		}
+		err = errors.New(unname(err.Error()))
+	}
+	return out, err
 }
 
 // sample returns records of every kind, as a runtime would write them.
@@ -157,7 +201,7 @@ func TestRoundTripAllLayouts(t *testing.T) {
 			if got := r.Header(); got != (jitdump.Header{ByteOrder: tc.order, Version: 2, Size: tc.size, ElfMach: 183, Pid: 42, Timestamp: 5}) {
 				t.Errorf("header = %+v", got)
 			}
-			got, err := readBoth(t, data)
+			got, err := readEveryWay(t, data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +250,7 @@ func TestEveryTruncationPoint(t *testing.T) {
 // truncateEverywhere reads every prefix of data: each must deliver exactly
 // the records it holds whole, and end cleanly or as truncated.
 func truncateEverywhere(t *testing.T, data []byte) {
-	full, err := readBoth(t, data)
+	full, err := readEveryWay(t, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +264,7 @@ func truncateEverywhere(t *testing.T, data []byte) {
 		ends[int(r.Offset())] = i
 	}
 	for n := 0; n < len(data); n++ {
-		recs, err := readBoth(t, data[:n])
+		recs, err := readEveryWay(t, data[:n])
 		switch complete, atEnd := ends[n]; {
 		case n < jitdump.HeaderSize:
 			if !errors.Is(err, jitdump.ErrTruncated) && !(n < 4 && err != nil) {
@@ -290,7 +334,7 @@ func TestMalformedRecords(t *testing.T) {
 			if !endsThere {
 				data = append(data, good...) // reading must go on after a bad record
 			}
-			recs, err := readBoth(t, data)
+			recs, err := readEveryWay(t, data)
 			if tc.end != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.end) || !strings.Contains(err.Error(), "offset 0x28") {
 					t.Fatalf("err = %v, want one at offset 0x28 containing %q", err, tc.end)
@@ -329,7 +373,7 @@ func TestHeaderErrors(t *testing.T) {
 		{"header larger than file", wide, "40 of 2147483648 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := readBoth(t, tc.data)
+			_, err := readEveryWay(t, tc.data)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -367,7 +411,7 @@ func TestRandomCorruption(t *testing.T) {
 			data[rng.IntN(len(data))] = byte(rng.Uint32())
 		}
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			recs, err := readBoth(t, data) // panics fail the test
+			recs, err := readEveryWay(t, data) // panics fail the test
 			if r, herr := jitdump.NewBytesReader(data); herr == nil {
 				if _, cerr := jitdump.Check(r); cerr != nil {
 					t.Fatalf("Check: %v", cerr)
@@ -396,7 +440,7 @@ func TestLineBias(t *testing.T) {
 // same type it returned before, overwritten, and each reads as without it.
 func TestReuseRecord(t *testing.T) {
 	data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian, Pid: 1}, sample())
-	want, err := readBoth(t, data)
+	want, err := readEveryWay(t, data)
 	if err != nil {
 		t.Fatal(err)
 	}

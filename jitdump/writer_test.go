@@ -177,7 +177,7 @@ func TestConcurrentLoadsAreWholeAndGrouped(t *testing.T) {
 
 	// A crash after any write leaves whole records only.
 	for _, end := range sink.writes {
-		if _, err := readBoth(t, sink.data[:end]); err != nil {
+		if _, err := readEveryWay(t, sink.data[:end]); err != nil {
 			t.Fatalf("the file as it stood after a write ending at %d: %v", end, err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/spf13/cobra"
@@ -40,7 +39,7 @@ jitdump file or cannot be read.`,
   jitprof dump --stats --json jit-4242.dump`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDump(cmd.OutOrStdout(), args[0], opts)
+			return runDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], opts)
 		},
 	}
 	f := cmd.Flags()
@@ -50,7 +49,7 @@ jitdump file or cannot be read.`,
 	return cmd
 }
 
-func runDump(stdout io.Writer, path string, opts dumpOptions) error {
+func runDump(stdout, stderr io.Writer, path string, opts dumpOptions) error {
 	f, err := jitdump.Open(path)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -62,7 +61,7 @@ func runDump(stdout io.Writer, path string, opts dumpOptions) error {
 
 	var end error
 	if opts.stats {
-		st := collectStats(f.Reader)
+		st := collectStats(f)
 		end = st.end
 		if opts.json {
 			err = json.NewEncoder(out).Encode(st)
@@ -79,18 +78,18 @@ func runDump(stdout io.Writer, path string, opts dumpOptions) error {
 	if err != nil {
 		return err
 	}
-	return endStatus(out, end)
+	return endStatus(out, stderr, end)
 }
 
 // endStatus turns the condition that ended reading into the exit status:
 // truncation is normal for a dump still being written, corruption is not.
-func endStatus(out *bufio.Writer, end error) error {
+func endStatus(out *bufio.Writer, stderr io.Writer, end error) error {
 	switch {
 	case end == nil:
 		return nil
 	case errors.Is(end, jitdump.ErrTruncated):
 		out.Flush()
-		fmt.Fprintln(os.Stderr, "jitprof: note:", end)
+		fmt.Fprintln(stderr, "jitprof: note:", end)
 		return nil
 	}
 	var fe *jitdump.FormatError
@@ -300,14 +299,14 @@ type recordCounts struct {
 	Invalid       uint64 `json:"invalid"`
 }
 
-func collectStats(r *jitdump.Reader) *stats {
-	h := r.Header()
+func collectStats(f *jitdump.File) *stats {
+	h := f.Header()
 	st := &stats{ByteOrder: "little", Version: h.Version, HeaderSize: h.Size, ElfMach: h.ElfMach, Pid: h.Pid, Flags: h.Flags, Timestamp: h.Timestamp}
 	if h.ByteOrder == binary.BigEndian {
 		st.ByteOrder = "big"
 	}
 	c := &st.Records
-	st.end = readAll(r, func(rec jitdump.Record) error {
+	st.end = f.Scan(func(rec jitdump.Record) error {
 		t := rec.Header().Timestamp
 		if st.FirstTime == 0 || t < st.FirstTime {
 			st.FirstTime = t
