@@ -39,12 +39,21 @@ $(BUILD)/libjitprof-ittjit.so: $(ITTJIT_SRC) $(wildcard agents/ittjit/*.h) $(WRI
 	@mkdir -p $(BUILD)
 	$(CC) $(AGENT_CFLAGS) -Iagents/ittjit -o $@ $(ITTJIT_SRC) agents/jitdump/jitdump_writer.c $(AGENT_LDFLAGS)
 
-# jitprof's main job on the bundled input, a dump PHP's JIT wrote. It needs
-# no agents, so no C compiler or JDK either.
+# jitprof's main job on a bundled recording: examples/minijit recorded with
+# jitprof record -g (testdata/demo: perf.data, the jitdump minijit wrote, and
+# minijit's own measure of its CPU time). No perf, JDK, root or runtime needed.
+DEMO = testdata/demo
+DEMO_REPORT = $(GO) run ./cmd/jitprof report -i $(DEMO)/perf.data --jitdump-dir $(DEMO)
 demo:
-	$(GO) run ./cmd/jitprof check testdata/php-fib_mandel.dump
-	$(GO) run ./cmd/jitprof dump --stats testdata/php-fib_mandel.dump
-	$(GO) run ./cmd/jitprof dump testdata/php-fib_mandel.dump | head -12
+	@echo "== jitprof report: the top of the profile, jitted functions named from the dump"
+	@$(DEMO_REPORT) --percent-limit 1
+	@echo
+	@echo "== jitprof report -g: each function and its callers (jit:loop_b and jit:loop_c are called by the jitted jit:driver)"
+	@$(DEMO_REPORT) -q -g --sort symbol --percent-limit 20 | head -32
+	@echo
+	@echo "== minijit's own measure, for comparison: each loop's share of its CPU time"
+	@awk -F'"' '/"jit:loop_.": \{/ { name = $$2 } /"cpu_ns"/ && name { split($$3, v, /[: ,]+/); ns[name] = v[2]; total += v[2]; name = "" } \
+		END { for (f in ns) printf "  %-11s %6.2f%%\n", f, 100 * ns[f] / total }' $(DEMO)/truth.json | sort -k2 -nr
 
 # Every test, after installing what the tests need (Debian 12).
 test:
