@@ -40,7 +40,9 @@ go vet ./...
 # Everything the tests need is installed above: a test that still finds a
 # runtime or tool missing fails (internal/fixtures) rather than skipping.
 export CI=${CI:-1}
-go test -count=1 ./...
+# One line at the end counts what passed, failed and was skipped, and lists
+# each skip with its reason: a run that tested less says so.
+go test -count=1 -json ./... | go run ./scripts/testsummary
 
 # A short fuzzing run of every fuzz target, beyond the seed corpus the
 # ordinary run already replays.
