@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -72,11 +73,15 @@ func readEveryWay(t testing.TB, data []byte) ([]string, error) {
 	if (berr == nil) != (serr == nil) {
 		t.Fatalf("header: bytes reader says %v, stream reader %v", berr, serr)
 	}
-	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	path := dumpPath(t)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, ferr := jitdump.Open(path); (ferr == nil) != (berr == nil) {
+	f, ferr := jitdump.Open(path)
+	if ferr == nil {
+		f.Close()
+	}
+	if (ferr == nil) != (berr == nil) {
 		t.Fatalf("header: bytes reader says %v, Open %v", berr, ferr)
 	}
 	if berr != nil {
@@ -94,6 +99,21 @@ func readEveryWay(t testing.TB, data []byte) ([]string, error) {
 		}
 	}
 	return brecs, berr
+}
+
+// dumpPaths holds the file each test's readEveryWay calls write, one per
+// test rather than one per call (so one test's calls must not run at once):
+// a directory per call made TestEveryTruncationPoint three times slower.
+var dumpPaths sync.Map // testing.TB -> string
+
+func dumpPath(t testing.TB) string {
+	if p, ok := dumpPaths.Load(t); ok {
+		return p.(string)
+	}
+	p := filepath.Join(t.TempDir(), "jit-1.dump")
+	dumpPaths.Store(t, p)
+	t.Cleanup(func() { dumpPaths.Delete(t) })
+	return p
 }
 
 // scanFile reads the dump at path with Scan, in parts of partSize bytes (0:
