@@ -127,7 +127,8 @@ whoever held it then. Native code is named from the ELF files' symbols
 
 Formats: text (perf report's top table; --children, -g call graphs), json
 (the same, for scripts), pprof (profile.proto for go tool pprof), folded
-(one line per stack, for flamegraph.pl and speedscope), gmon (gmon.out and a
+(one line per stack, for flamegraph.pl and speedscope), html (one
+self-contained page with an interactive flame graph), gmon (gmon.out and a
 symbol file for GNU gprof, in the directory -o names), kaffe-as (the same with
 Kaffe's assembler symbol file). --http serves pprof's web UI (flame graph,
 top, source, disassembly of jitted code) on the profile. --stage reports
@@ -205,7 +206,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 	samples.register(cmd)
 	cmd.Flags().StringArrayVar(&stageSpecs, "stage", nil, "report the stage `NAME=START,END` (seconds from the first sample; either may be empty), or the stage NAME the program marked in its dump; repeatable: one report, or one gmon file, per stage")
 	f := cmd.Flags()
-	f.StringVar(&format, "format", "text", "text, json, pprof, folded, gmon or kaffe-as (gprof's files, into the directory -o names)")
+	f.StringVar(&format, "format", "text", "text, json, pprof, folded, html (a flame graph page), gmon or kaffe-as (gprof's files, into the directory -o names)")
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (whole or not at all) instead of standard output")
 	f.StringVar(&httpAddr, "http", "", "serve pprof's web UI on `HOST:PORT` instead of writing a report")
 	f.BoolVar(&noBrowser, "no-browser", false, "with --http, do not open a browser")

@@ -21,6 +21,7 @@ const (
 	FormatJSON   Format = "json"   // the same, for scripts (JSON)
 	FormatPProf  Format = "pprof"  // profile.proto, for go tool pprof
 	FormatFolded Format = "folded" // one line per stack (Folded)
+	FormatHTML   Format = "html"   // a page with an interactive flame graph (HTML)
 	// FormatGmon and FormatKaffeAs write files for GNU gprof into a
 	// directory: gmon.out and an ELF symbol file, or Kaffe's xgmon.out and
 	// assembler symbol file.
@@ -28,7 +29,7 @@ const (
 	FormatKaffeAs Format = "kaffe-as"
 )
 
-var formats = []Format{FormatText, FormatJSON, FormatPProf, FormatFolded, FormatGmon, FormatKaffeAs}
+var formats = []Format{FormatText, FormatJSON, FormatPProf, FormatFolded, FormatHTML, FormatGmon, FormatKaffeAs}
 
 // ParseFormat returns the format named s.
 func ParseFormat(s string) (Format, error) {
@@ -37,15 +38,15 @@ func ParseFormat(s string) (Format, error) {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("--format %q: want text, json, pprof, folded, gmon or kaffe-as", s)
+	return "", fmt.Errorf("--format %q: want text, json, pprof, folded, html, gmon or kaffe-as", s)
 }
 
 // ByAddress tells whether the format needs a profile with a location per
 // sampled address (perfprof.Options.PerFunction off): pprof keeps them,
-// gprof's files place samples within functions. Text, JSON and folded
-// stacks name functions, never addresses.
+// gprof's files place samples within functions. Text, JSON, folded
+// stacks and HTML's flame graph name functions, never addresses.
 func (f Format) ByAddress() bool {
-	return f != FormatText && f != FormatJSON && f != FormatFolded
+	return f != FormatText && f != FormatJSON && f != FormatFolded && f != FormatHTML
 }
 
 // Directory tells whether the format writes several files into a
@@ -70,7 +71,8 @@ func (f Format) CheckOutput(out string) error {
 // [""]), or one per stage, named. A stream format goes to the file out,
 // whole or not at all, or to stdout when out is empty; several stages are
 // written as one: text in a section per stage, JSON as an array of
-// {"stage", "report"}, folded stacks under a root frame "[stage NAME]". A
+// {"stage", "report"}, folded stacks under a root frame "[stage NAME]",
+// HTML as one page that offers a choice of stage. A
 // directory format writes into the directory out, which is created, one
 // histogram file per stage. It returns the files written.
 func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile.Profile, o Options) ([]string, error) {
@@ -99,6 +101,8 @@ func writeOne(w io.Writer, f Format, p *profile.Profile, o Options) error {
 		return JSON(w, p, o)
 	case FormatFolded:
 		return Folded(w, p, o)
+	case FormatHTML:
+		return HTML(w, p, o)
 	case FormatPProf:
 		return p.Write(w)
 	}
@@ -149,6 +153,8 @@ func writeStages(w io.Writer, f Format, names []string, ps []*profile.Profile, o
 			}
 		}
 		return bw.Flush()
+	case FormatHTML:
+		return writeHTML(w, names, ps, o)
 	}
 	return fmt.Errorf("--format %s writes one stage at a time, not %d", f, len(ps))
 }

@@ -1,7 +1,7 @@
 // Package report renders a profile built from a perf recording the way
 // jitprof report prints it: a perf-report-like table ([Text]), the same
-// table as JSON for scripts ([JSON]), and folded stacks for flame graphs
-// ([Folded]).
+// table as JSON for scripts ([JSON]), folded stacks for flame graphs
+// ([Folded]), and a page with an interactive flame graph ([HTML]).
 //
 // The profile follows jitprof's conventions: sample value 0 counts samples
 // and value 1, when present, is the event's period; locations are leaf first
@@ -214,6 +214,7 @@ type frame struct {
 	name   string // demangled symbol, or unknown
 	module string // base name of the mapping's file, or unknown
 	kernel bool   // the kernel's code: its mapping is perfprof.KernelFile
+	jit    bool   // jitted code: its mapping's BuildID is perfprof.JITBuildID
 	file   string // source file, when known
 	sym    int32  // name, interned: frames of the same name share it
 	mod    int32  // module, interned
@@ -283,7 +284,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 			stacks = append(stacks, b.location(l))
 		}
 		if len(s.Location) == 0 {
-			stacks = append(stacks, b.frame(unknown, unknown, "", false))
+			stacks = append(stacks, b.frame(unknown, unknown, "", false, false))
 		}
 		pid := int64(-1)
 		if v := s.NumLabel["pid"]; len(v) > 0 {
@@ -363,10 +364,11 @@ func (b *builder) resolve(l *profile.Location) int32 {
 		}
 	}
 	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
-	return b.frame(name, module, file, kernel)
+	jit := l.Mapping != nil && l.Mapping.BuildID == perfprof.JITBuildID
+	return b.frame(name, module, file, kernel, jit)
 }
 
-func (b *builder) frame(name, module, file string, kernel bool) int32 {
+func (b *builder) frame(name, module, file string, kernel, jit bool) int32 {
 	k := [2]string{name, module}
 	if i, ok := b.frames[k]; ok {
 		if b.m.frames[i].file == "" {
@@ -379,6 +381,7 @@ func (b *builder) frame(name, module, file string, kernel bool) int32 {
 		name:   name,
 		module: module,
 		kernel: kernel,
+		jit:    jit,
 		file:   file,
 		sym:    intern(b.syms, name),
 		mod:    intern(b.mods, module),

@@ -1,0 +1,274 @@
+package report
+
+import (
+	"bufio"
+	"cmp"
+	_ "embed"
+	"encoding/json"
+	"html"
+	"io"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/google/pprof/profile"
+)
+
+// HTML writes p to w as one self-contained page holding an interactive
+// flame graph: no network, no files beside it, so that it opens from disk
+// and can be mailed. Of o, it uses Value and CommRoot, and checks the rest
+// as CheckOptions does.
+//
+// The stacks, their frames' names and command roots are those [Folded]
+// writes with the same options, merged into a tree: frames of one name
+// under the same parent are one node, children ordered bytewise by name.
+// The page embeds the tree as JSON (see htmlData) and draws it on a
+// canvas, only the boxes wide enough to see in the rows scrolled into
+// view, so that profiles of deep stacks and tens of thousands of frames
+// stay responsive.
+func HTML(w io.Writer, p *profile.Profile, o Options) error {
+	return writeHTML(w, []string{""}, []*profile.Profile{p}, o)
+}
+
+// writeHTML writes one page for the profiles of several stages, named,
+// which it offers to choose from.
+func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) error {
+	if err := CheckOptions(o); err != nil {
+		return err
+	}
+	b := newFlameBuilder()
+	for i, p := range ps {
+		m, err := newModel(p, o.Value)
+		if err != nil {
+			return err
+		}
+		b.add(names[i], m, o.CommRoot)
+	}
+	data, err := json.Marshal(b.d) // escapes <, > and &: safe inside a script element
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	err = flameTemplate.Execute(bw, struct {
+		Title  string
+		Data   string
+		Script string
+	}{html.EscapeString(b.d.title()), string(data), flameJS})
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// htmlData is the page's profile: a table of frames and a tree of nodes
+// per stage. Frames are parallel arrays: Names[i] is frame i's name (as
+// in folded stacks), Modules[Module[i]] its module (-1: none), and
+// Kind[i] one letter: 'j' jitted code, 'n' native, 'k' the kernel, 'u'
+// an unresolved address (named after its module), 'c' a command (with
+// CommRoot) and 'r' the root, "all". A node is three numbers in Nodes,
+// in preorder: its frame, its value (its stacks' weight, itself and
+// below) and its number of children.
+type htmlData struct {
+	Event   string      `json:"event"` // recorded event, e.g. "cpu-clock"
+	Type    string      `json:"type"`  // what values weigh: "samples" or the event
+	Unit    string      `json:"unit"`  // their unit: "count", "nanoseconds"…
+	Names   []string    `json:"names"`
+	Module  []int32     `json:"module"`
+	Kind    string      `json:"kind"`
+	Modules []string    `json:"modules"`
+	Stages  []htmlStage `json:"stages"`
+}
+
+type htmlStage struct {
+	Name    string  `json:"name"`    // "" without stages
+	Samples int64   `json:"samples"` // number of samples
+	Nodes   []int64 `json:"nodes"`   // the root's value is the total
+}
+
+func (d *htmlData) title() string {
+	if d.Event == "" {
+		return "jitprof flame graph"
+	}
+	return "jitprof flame graph: " + d.Event
+}
+
+// A flameBuilder merges the stacks of models into trees, numbering the
+// frames and modules of all of them in one table.
+type flameBuilder struct {
+	d       htmlData
+	frames  map[flameFrame]int32
+	modules map[string]int32
+	mixed   map[[2]int32]int32 // by the frames merge merged: what it made of them
+	kinds   []byte
+}
+
+// A flameFrame is what the page shows of a frame. Frames of one name in
+// different modules are distinct, though a node may merge them.
+type flameFrame struct {
+	name   string
+	module int32
+	kind   byte
+}
+
+func newFlameBuilder() *flameBuilder {
+	return &flameBuilder{
+		frames:  make(map[flameFrame]int32),
+		modules: make(map[string]int32),
+		mixed:   make(map[[2]int32]int32),
+	}
+}
+
+func (b *flameBuilder) frame(name, module string, kind byte) int32 {
+	mod := int32(-1)
+	if module != "" {
+		if mod = intern(b.modules, module); int(mod) == len(b.d.Modules) {
+			b.d.Modules = append(b.d.Modules, module)
+		}
+	}
+	f := flameFrame{name, mod, kind}
+	i, ok := b.frames[f]
+	if !ok {
+		i = int32(len(b.d.Names))
+		b.d.Names = append(b.d.Names, name)
+		b.d.Module = append(b.d.Module, mod)
+		b.kinds = append(b.kinds, kind)
+		b.frames[f] = i
+	}
+	return i
+}
+
+// merge returns the frame a node shows that merges frames a and f, of one
+// name: a's, with the modules of both, so that hovering over a function
+// that two processes' dumps both hold names both files.
+func (b *flameBuilder) merge(a, f int32) int32 {
+	k := [2]int32{a, f}
+	if m, ok := b.mixed[k]; ok {
+		return m
+	}
+	mods := strings.Split(b.d.Modules[b.d.Module[a]], ", ")
+	if mf := b.d.Modules[b.d.Module[f]]; !slices.Contains(mods, mf) {
+		mods = append(mods, mf)
+		slices.Sort(mods)
+	}
+	m := b.frame(b.d.Names[a], strings.Join(mods, ", "), b.kinds[a])
+	b.mixed[k] = m
+	return m
+}
+
+// A flameNode is a node of the tree being built.
+type flameNode struct {
+	frame int32
+	kids  int32
+	value int64
+}
+
+// add adds the tree of m's stacks as a stage.
+//
+// Sorted by their names from the root, stacks that share a prefix are
+// neighbours, and their tree comes out in preorder, children sorted: each
+// stack adds the nodes of what it does not share with the one before.
+func (b *flameBuilder) add(stage string, m *model, commRoot bool) {
+	if b.d.Event == "" {
+		b.d.Event, b.d.Type, b.d.Unit = m.event, m.typ.Type, m.typ.Unit
+	}
+	frames := make([]int32, len(m.frames))
+	for i := range m.frames {
+		f := &m.frames[i]
+		kind := byte('n')
+		switch {
+		case !f.resolved():
+			kind = 'u'
+		case f.jit:
+			kind = 'j'
+		case f.kernel:
+			kind = 'k'
+		}
+		frames[i] = b.frame(foldedName(f), f.module, kind)
+	}
+	comms := make([]int32, len(m.comms))
+	for i, c := range m.comms {
+		comms[i] = b.frame(strings.ReplaceAll(foldName(c), " ", "_"), "", 'c')
+	}
+	// rank orders the frames by name; frames of one name rank the same,
+	// which merges them.
+	used := slices.Concat(frames, comms)
+	slices.SortFunc(used, func(x, y int32) int { return strings.Compare(b.d.Names[x], b.d.Names[y]) })
+	rank := make([]int32, len(b.d.Names))
+	for i, f := range used {
+		rank[f] = int32(i)
+		if i > 0 && b.d.Names[f] == b.d.Names[used[i-1]] {
+			rank[f] = rank[used[i-1]]
+		}
+	}
+
+	type path struct {
+		frames []int32 // root first
+		value  int64
+	}
+	var paths []path
+	var count int64
+	all := make([]int32, 0, len(m.samples)) // one array for every path
+	for i := range m.samples {
+		s := &m.samples[i]
+		if s.value == 0 {
+			continue
+		}
+		count += s.count
+		start := len(all)
+		if commRoot {
+			all = append(all, comms[s.comm])
+		}
+		for _, f := range slices.Backward(s.stack) {
+			all = append(all, frames[f])
+		}
+		paths = append(paths, path{all[start:len(all):len(all)], s.value})
+	}
+	slices.SortFunc(paths, func(x, y path) int {
+		for i := range min(len(x.frames), len(y.frames)) {
+			if c := cmp.Compare(rank[x.frames[i]], rank[y.frames[i]]); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(len(x.frames), len(y.frames))
+	})
+
+	nodes := []flameNode{{frame: b.frame("all", "", 'r')}}
+	open := []int32{0} // the nodes of the previous path, the root first
+	var prev []int32
+	for _, p := range paths {
+		shared := 0
+		for shared < min(len(p.frames), len(prev)) && rank[p.frames[shared]] == rank[prev[shared]] {
+			shared++
+		}
+		open = open[:1+shared]
+		for i, f := range p.frames {
+			if i < shared {
+				if n := &nodes[open[i+1]]; n.frame != f {
+					n.frame = b.merge(n.frame, f)
+				}
+				continue
+			}
+			nodes[open[len(open)-1]].kids++
+			open = append(open, int32(len(nodes)))
+			nodes = append(nodes, flameNode{frame: f})
+		}
+		for _, n := range open {
+			nodes[n].value += p.value
+		}
+		prev = p.frames
+	}
+	flat := make([]int64, 0, 3*len(nodes))
+	for _, n := range nodes {
+		flat = append(flat, int64(n.frame), n.value, int64(n.kids))
+	}
+	b.d.Stages = append(b.d.Stages, htmlStage{Name: stage, Samples: count, Nodes: flat})
+	b.d.Kind = string(b.kinds)
+}
+
+//go:embed flame.html.tmpl
+var flameHTML string
+
+//go:embed flame.js
+var flameJS string
+
+var flameTemplate = template.Must(template.New("flame").Parse(flameHTML))
