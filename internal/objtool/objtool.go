@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"sync"
@@ -99,9 +98,6 @@ func (t *Tool) Disasm(file string, start, end uint64, intelSyntax bool) ([]drive
 	return ef.disasm(start, end, syntax)
 }
 
-// perfMapName is how perf and perfprof tell a perf map: perf-<pid>.map.
-var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
-
 // Func is a function of a mapping, at the mapping's runtime addresses.
 type Func struct {
 	Name       string // as its file names it, mangled or not
@@ -143,7 +139,7 @@ func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
 		}
 		s, ok := kt.Lookup(addr)
 		return Func{Name: s.Name, Start: s.Start, End: s.End}, ok, nil
-	case perfMapName.MatchString(filepath.Base(m.File)):
+	case perfprof.IsPerfMap(m.File):
 		pt, err := t.perfMap(m.File)
 		if err != nil {
 			return Func{}, false, err

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/hex"
 	"maps"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -23,6 +25,19 @@ const (
 	KernelFile = symbolize.KernelName
 	VDSOFile   = symbolize.VDSOName
 )
+
+// perfMapName is how perf tells a perf map: perf-<pid>.map.
+var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
+
+// IsJIT tells whether a mapping of a profile Build made holds jitted code:
+// a dump's function, or a perf map's, which runtimes write for their
+// jitted code too.
+func IsJIT(m *profile.Mapping) bool {
+	return m != nil && (m.BuildID == JITBuildID || IsPerfMap(m.File))
+}
+
+// IsPerfMap tells whether a profile's mapping File is a perf map's.
+func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(file)) }
 
 // result builds the profile: a Mapping per mapped ELF file (per place it
 // was mapped at), per place of a jitted function, and per perf map and the

@@ -214,7 +214,7 @@ type frame struct {
 	name   string // demangled symbol, or unknown
 	module string // base name of the mapping's file, or unknown
 	kernel bool   // the kernel's code: its mapping is perfprof.KernelFile
-	jit    bool   // jitted code: its mapping's BuildID is perfprof.JITBuildID
+	jit    bool   // jitted code: perfprof.IsJIT
 	file   string // source file, when known
 	sym    int32  // name, interned: frames of the same name share it
 	mod    int32  // module, interned
@@ -364,7 +364,7 @@ func (b *builder) resolve(l *profile.Location) int32 {
 		}
 	}
 	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
-	jit := l.Mapping != nil && l.Mapping.BuildID == perfprof.JITBuildID
+	jit := perfprof.IsJIT(l.Mapping)
 	return b.frame(name, module, file, kernel, jit)
 }
 
