@@ -192,7 +192,7 @@ func TestHTMLTree(t *testing.T) {
 		"all;sh;main;[libc.so.6];entry_SYSCALL_64":               {'k', "[kernel.kallsyms]", 6},
 		"all;sh;main;evaltree":                                   {'n', "dash", 43},
 		"all;node;LazyCompile:*fib;[perf-300.map]":               {'u', "perf-300.map", 4},
-		"all;node;LazyCompile:*fib":                              {'j', "perf-300.map", 4}, // a perf map names jitted code too,
+		"all;node;LazyCompile:*fib":                              {'j', "perf-300.map", 4}, // a perf map names jitted code too
 		"all;sh;main;[libc.so.6];entry_SYSCALL_64;do_syscall_64": {'k', "[kernel.kallsyms]", 6},
 	} {
 		if got, ok := nodes[path]; !ok {
