@@ -51,6 +51,9 @@ demo:
 	@echo "== jitprof report -g: each function and its callers (jit:loop_b and jit:loop_c are called by the jitted jit:driver)"
 	@$(DEMO_REPORT) -q -g --sort symbol --percent-limit 20 | head -32
 	@echo
+	@$(DEMO_REPORT) -q --format html -o flame.html
+	@echo "== the flame graph: flame.html (one file; open it in a browser, click to zoom, type to search)"
+	@echo
 	@echo "== minijit's own measure, for comparison: each loop's share of its CPU time"
 	@awk -F'"' '/"jit:loop_.": \{/ { name = $$2 } /"cpu_ns"/ && name { split($$3, v, /[: ,]+/); ns[name] = v[2]; total += v[2]; name = "" } \
 		END { for (f in ns) printf "  %-11s %6.2f%%\n", f, 100 * ns[f] / total }' $(DEMO)/truth.json | sort -k2 -nr
