@@ -69,6 +69,13 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}
 			fmt.Fprintln(stderr)
+			for _, st := range res.Stripped {
+				if st.Samples*20 >= res.Kept { // 5%: worth a package install
+					fmt.Fprintf(stderr, "jitprof: %.1f%% of the samples are in %s, a stripped file, so its functions show as [unknown]; "+
+						"its debug symbols would name them (Debian: the -dbgsym package of the package `dpkg -S FILE` names, from the debian-debug archive)\n",
+						100*float64(st.Samples)/float64(res.Kept), st.Path)
+				}
+			}
 		}
 	}
 	return results, nil

@@ -158,6 +158,7 @@ func load(syms, runtime *elfFile) (*Table, error) {
 	t := b.table(syms.path, syms.r)
 	t.buildID = runtime.buildID
 	t.segments = segments(runtime.File)
+	t.stripped = syms.symtab == nil
 	return t, nil
 }
 

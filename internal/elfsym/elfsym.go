@@ -87,6 +87,7 @@ type Table struct {
 	path     string
 	buildID  []byte
 	segments []segment
+	stripped bool
 }
 
 // An entry is the rest of a Symbol of a Table.
@@ -199,6 +200,11 @@ func (t *Table) Close() error {
 // Path returns the file the symbols were read from: for Open, the debug
 // file when one was used.
 func (t *Table) Path() string { return t.path }
+
+// Stripped tells whether the table has only the file's dynamic symbols: it
+// was stripped of .symtab and no debug file was found, so most of its
+// functions have no name.
+func (t *Table) Stripped() bool { return t.stripped }
 
 // BuildID returns the GNU build-id of the file, or nil.
 func (t *Table) BuildID() []byte { return t.buildID }

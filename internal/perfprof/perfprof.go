@@ -77,6 +77,16 @@ type Result struct {
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
+	// Stripped are the stripped ELF files (elfsym.Table.Stripped) on
+	// which kept samples landed without a name, the most first.
+	Stripped []Stripped
+}
+
+// Stripped is a stripped ELF file and how many kept samples landed on it
+// unnamed.
+type Stripped struct {
+	Path    string
+	Samples int
 }
 
 // Run reads opts.Input twice: once to build the address spaces, once to

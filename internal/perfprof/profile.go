@@ -164,6 +164,7 @@ func (a *aggregator) result() (*Result, error) {
 	res := &Result{
 		Profile: p, Event: a.event, Dumps: len(a.space.Dumps()),
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Stripped: a.stripped(),
 	}
 	a.names = nil
 	err := a.space.Close()
@@ -206,4 +207,22 @@ func (a *aggregator) result() (*Result, error) {
 	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
 
 	return res, err
+}
+
+// stripped counts, by stripped ELF file, the kept samples whose leaf it
+// holds unnamed.
+func (a *aggregator) stripped() []Stripped {
+	counts := make(map[string]int)
+	for k, tot := range a.stacks {
+		fr := a.frames[a.nodes[k.node].loc-1]
+		if fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Stripped() {
+			counts[fr.Module.Name] += int(tot.count)
+		}
+	}
+	var out []Stripped
+	for path, n := range counts {
+		out = append(out, Stripped{path, n})
+	}
+	slices.SortFunc(out, func(x, y Stripped) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Path, y.Path)) })
+	return out
 }

@@ -67,6 +67,12 @@ type Module struct {
 	perfMap *perfmap.Table
 }
 
+// Stripped tells whether m is an ELF file whose symbols, as read for
+// lookups, are only its dynamic ones (see elfsym.Table.Stripped).
+func (m *Module) Stripped() bool {
+	return m.Kind == ELF && m.table != nil && m.table.Stripped()
+}
+
 // Symbol is a function, at its runtime addresses.
 type Symbol struct {
 	Name       string // as its source gives it, mangled or not
