@@ -43,7 +43,7 @@ $(BUILD)/libjitprof-ittjit.so: $(ITTJIT_SRC) $(wildcard agents/ittjit/*.h) $(WRI
 # jitprof record -g (testdata/demo: perf.data, the jitdump minijit wrote, and
 # minijit's own measure of its CPU time). No perf, JDK, root or runtime needed.
 DEMO = testdata/demo
-DEMO_REPORT = $(GO) run ./cmd/jitprof report -i $(DEMO)/perf.data --jitdump-dir $(DEMO)
+DEMO_REPORT = $(GO) run ./cmd/jitprof report -i $(DEMO)/perf.data
 demo:
 	@echo "== jitprof report: the top of the profile, jitted functions named from the dump"
 	@$(DEMO_REPORT) --percent-limit 1

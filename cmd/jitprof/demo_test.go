@@ -6,16 +6,14 @@ import (
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // TestDemo: the recording `make demo` shows (minijit under jitprof record,
-// bundled with its dump) reads anywhere, its dump found through
-// --jitdump-dir, and gives each jitted function the share of CPU time
+// bundled with its dump) reads anywhere, its dump found beside it, and gives each jitted function the share of CPU time
 // minijit measured for it (its truth.json, written by the same run).
 func TestDemo(t *testing.T) {
 	const dir = "../../testdata/demo"
-	res, err := perfprof.Run(perfprof.Options{Input: dir + "/perf.data", Options: symbolize.Options{DumpDirs: []string{dir}}})
+	res, err := perfprof.Run(perfprof.Options{Input: dir + "/perf.data"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func Run(opts Options) (Result, error) {
 		return res, err
 	}
 
-	jit.Load(opts.DumpDirs, opts.Warn)
+	jit.Load(jitsources.SearchDirs(opts.Input, opts.DumpDirs), opts.Warn)
 	defer jit.Close()
 	dumps := make([]*dumpImages, len(jit.Dumps))
 	markers := make(map[int64]marked, len(jit.Markers))

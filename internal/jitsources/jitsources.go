@@ -247,6 +247,14 @@ func (d *Dump) PerfTime(t uint64) uint64 {
 	return conv.TimeZero + quot*conv.TimeMult + (rem*conv.TimeMult)>>conv.TimeShift
 }
 
+// SearchDirs returns where to look for the dumps and perf maps of the
+// recording at path that are not where it saw them: dirs, then the
+// recording's own directory, so that a recording kept in one directory with
+// its dumps and maps reads anywhere.
+func SearchDirs(path string, dirs []string) []string {
+	return append(slices.Clip(dirs), filepath.Dir(path))
+}
+
 // locate finds a dump at the path the recording saw, or by its name in dirs.
 func locate(path string, dirs []string) (string, error) {
 	if _, err := os.Stat(path); err == nil {
@@ -261,7 +269,7 @@ func locate(path string, dirs []string) (string, error) {
 	if len(dirs) == 0 {
 		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
 	}
-	return "", fmt.Errorf("dump %s not found there nor in %s; its functions stay unnamed", path, strings.Join(dirs, ", "))
+	return "", fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
 }
 
 // readAll reads the dumps at paths, a few at a time. The result is in the

@@ -429,3 +429,17 @@ func TestPerfMap(t *testing.T) {
 		})
 	}
 }
+
+// A recording's own directory is searched after the directories given, and
+// the caller's slice is not written to.
+func TestSearchDirs(t *testing.T) {
+	given := make([]string, 1, 4)
+	given[0] = "/elsewhere"
+	got := SearchDirs("/rec/perf.data", given)
+	if !slices.Equal(got, []string{"/elsewhere", "/rec"}) || len(SearchDirs("perf.data", nil)) != 1 {
+		t.Errorf("SearchDirs = %q", got)
+	}
+	if again := SearchDirs("/other/perf.data", given); again[1] != "/other" || got[1] != "/rec" {
+		t.Errorf("SearchDirs shared its result's array with the caller's: %q, %q", got, again)
+	}
+}

@@ -90,12 +90,16 @@ type Stripped struct {
 }
 
 // Run reads opts.Input twice: once to build the address spaces, once to
-// symbolize and merge the samples.
+// symbolize and merge the samples. Dumps and perf maps not where the
+// recording saw them are looked for in opts' directories, then in the
+// recording's own (jitsources.SearchDirs).
 //
 // Both passes stream the file rather than map it: a mapped recording would
 // count in the process's resident memory, twice over while both passes
 // hold it.
 func Run(opts Options) (*Result, error) {
+	opts.DumpDirs = jitsources.SearchDirs(opts.Input, opts.DumpDirs)
+	opts.PerfMapDirs = jitsources.SearchDirs(opts.Input, opts.PerfMapDirs)
 	var space *symbolize.Space
 	err := withReader(opts.Input, func(r *perfdata.Reader) error {
 		var err error
