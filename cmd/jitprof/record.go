@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/jitprof/jitprof/internal/record"
@@ -78,6 +80,16 @@ fills, recording stops and the file keeps what reached the disk.`,
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
+			// -o DIR/ (or an existing directory): the recording and the
+			// files its command's runtimes wrote, in one place.
+			gatherDir := ""
+			if fi, err := os.Stat(o.Output); strings.HasSuffix(o.Output, "/") || (err == nil && fi.IsDir()) {
+				gatherDir = filepath.Clean(o.Output)
+				if err := os.MkdirAll(gatherDir, 0o755); err != nil {
+					return &exitError{code: 1, err: err}
+				}
+				o.Output = filepath.Join(gatherDir, "perf.data")
+			}
 			o.Stdin, o.Stdout, o.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			o.Cmdline = os.Args
 			stderr := cmd.ErrOrStderr()
@@ -92,6 +104,16 @@ fills, recording stops and the file keeps what reached the disk.`,
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
+			var gathered []string
+			if gatherDir != "" && len(args) > 0 {
+				wd, err := os.Getwd()
+				if err == nil {
+					gathered, err = record.Gather(o.Output, gatherDir, wd, o.Note)
+				}
+				if err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("gathering the runtimes' files into %s: %w", gatherDir, err)}
+				}
+			}
 			if !quiet {
 				lost := "none lost"
 				if res.Lost > 0 {
@@ -103,6 +125,9 @@ fills, recording stops and the file keeps what reached the disk.`,
 				}
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
+				if len(gathered) > 0 {
+					fmt.Fprintf(stderr, "jitprof: with it in %s: %s\n", gatherDir, strings.Join(baseNames(gathered), ", "))
+				}
 			}
 			if res.ExitCode > 0 {
 				fmt.Fprintf(stderr, "jitprof: %s exited with status %d\n", args[0], res.ExitCode)
@@ -117,7 +142,7 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.IntVarP(&o.Freq, "freq", "F", defaultF, "samples per second, per thread and CPU")
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample: cycles, instructions, cpu-clock, task-clock... with :u for user space only (default cycles where the hardware counts them, else cpu-clock)")
 	f.BoolVarP(&o.CallGraph, "call-graph", "g", false, "record call chains (frame pointers)")
-	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`")
+	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`; to DIR/perf.data when it names a directory (an existing one, or ending in /), and with a command, the dumps, perf maps and V8 logs its runtimes wrote are moved there too, so the directory travels")
 	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long, in seconds (1.5) or as 10s, 2m (a command still running is sent SIGTERM)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
@@ -125,4 +150,13 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
 	return cmd
+}
+
+// baseNames returns the last element of each path.
+func baseNames(paths []string) []string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = filepath.Base(p)
+	}
+	return names
 }

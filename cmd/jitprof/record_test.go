@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -84,6 +88,64 @@ func TestRecordThenReport(t *testing.T) {
 	code, text := jitprof(t, "report", "-i", data, "-q", "-g")
 	if code != 0 || !strings.Contains(text, "JS:") {
 		t.Errorf("report (exit %d) has no JavaScript function:\n%.2000s", code, text)
+	}
+}
+
+// TestRecordIntoDirectory: with -o DIR/, the recording and the files its
+// runtimes wrote (node's dump and V8 log in the working directory, Erlang's
+// dump and perf map in /tmp) end up in DIR, nothing of them is left behind,
+// and DIR reports the same wherever it is moved.
+func TestRecordIntoDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv func(t *testing.T, work string) []string
+		want []string // patterns of the files DIR must hold
+	}{
+		{"node", func(t *testing.T, _ string) []string {
+			return []string{fixtures.LookPath(t, "node"), fixtures.Workload(t, "newfunctions.js")}
+		}, []string{"perf.data", "jit-*.dump", "isolate-*-v8.log"}},
+		{"erlang", func(t *testing.T, work string) []string {
+			erlc := fixtures.LookPath(t, "erlc")
+			if out, err := exec.Command(erlc, "-o", work, fixtures.Workload(t, "w.erl")).CombinedOutput(); err != nil {
+				t.Fatalf("erlc: %v\n%s", err, out)
+			}
+			return []string{fixtures.LookPath(t, "erl"), "-noshell", "-boot", "no_dot_erlang", "-pa", work, "-s", "w", "main"}
+		}, []string{"perf.data", "jit-*.dump", "perf-*.map"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work, out := t.TempDir(), filepath.Join(t.TempDir(), "rec")
+			argv := tc.argv(t, work) // before the Chdir: workloads are found from the module
+			t.Chdir(work)
+			code, _, stderr := jitprofMsg(t, append([]string{"record", "-o", out + "/", "--"}, argv...)...)
+			if code != 0 || !strings.Contains(stderr, "with it in "+out) {
+				t.Fatalf("record: exit %d:\n%s", code, stderr)
+			}
+			for _, pattern := range tc.want {
+				if m, _ := filepath.Glob(filepath.Join(out, pattern)); len(m) != 1 {
+					t.Errorf("%s holds %q for %s", out, m, pattern)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(work, "*.*")); slices.ContainsFunc(left, func(l string) bool { return !strings.HasSuffix(l, ".beam") }) {
+				t.Errorf("left in the working directory: %q", left)
+			}
+			gathered, _ := filepath.Glob(filepath.Join(out, "*-*.*")) // the dumps and maps, not perf.data
+			for _, g := range gathered {
+				if _, err := os.Lstat(filepath.Join("/tmp", filepath.Base(g))); err == nil {
+					t.Errorf("%s left behind in /tmp", filepath.Base(g))
+				}
+			}
+			moved := filepath.Join(t.TempDir(), "elsewhere")
+			if err := os.Rename(out, moved); err != nil {
+				t.Fatal(err)
+			}
+			res, err := perfprof.Run(perfprof.Options{Input: filepath.Join(moved, "perf.data")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Dumps != 1 || res.Jitted == 0 {
+				t.Errorf("moved elsewhere, the recording reads %d dumps, %d of %d samples in jitted code", res.Dumps, res.Jitted, res.Kept)
+			}
+		})
 	}
 }
 
