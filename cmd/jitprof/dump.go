@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/spf13/cobra"
@@ -73,7 +74,7 @@ func runDump(stdout, stderr io.Writer, path string, opts dumpOptions) error {
 		if opts.json {
 			p.enc = json.NewEncoder(out)
 		}
-		end = p.printAll(f.Reader)
+		end = p.printAll(f)
 	}
 	if err != nil {
 		return err
@@ -99,35 +100,18 @@ func endStatus(out *bufio.Writer, stderr io.Writer, end error) error {
 	return &exitError{code: 2, err: end}
 }
 
-// readAll calls fn for each record and returns what ended reading, nil at a
-// clean end of file.
-func readAll(r *jitdump.Reader, fn func(jitdump.Record) error) error {
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := fn(rec); err != nil {
-			return err
-		}
-	}
-}
-
 type recordPrinter struct {
 	out   *bufio.Writer
 	enc   *json.Encoder
 	lines bool
-	names map[uint64]string // code index -> name, to name what CODE_MOVE moves
+	names map[uint64]string // code index -> name, to name what CODE_MOVE moves; copies, as records are reused
 }
 
-func (p *recordPrinter) printAll(r *jitdump.Reader) error {
+func (p *recordPrinter) printAll(f *jitdump.File) error {
 	if p.enc == nil {
 		fmt.Fprintf(p.out, "%-18s %-14s %-18s %10s %8s  %s\n", "TIME", "TYPE", "ADDRESS", "SIZE", "INDEX", "NAME")
 	}
-	return readAll(r, func(rec jitdump.Record) error {
+	return f.Scan(func(rec jitdump.Record) error {
 		if p.enc != nil {
 			return p.enc.Encode(p.jsonRecord(rec))
 		}
@@ -146,7 +130,7 @@ func (p *recordPrinter) text(rec jitdump.Record) {
 	hex := func(v uint64) string { return fmt.Sprintf("%#x", v) }
 	switch r := rec.(type) {
 	case *jitdump.CodeLoad:
-		p.names[r.CodeIndex] = r.Name
+		p.names[r.CodeIndex] = strings.Clone(r.Name)
 		line(hex(r.CodeAddr), r.CodeSize, r.CodeIndex, r.Name)
 	case *jitdump.CodeMove:
 		line(hex(r.NewCodeAddr), r.CodeSize, r.CodeIndex, fmt.Sprintf("%s (from %#x)", p.names[r.CodeIndex], r.OldCodeAddr))
@@ -234,7 +218,7 @@ func (p *recordPrinter) jsonRecord(rec jitdump.Record) jsonRecord {
 	switch r := rec.(type) {
 	case *jitdump.CodeLoad:
 		j.Pid, j.Tid, j.VMA, j.CodeAddr, j.CodeSize, j.CodeIndex, j.Name = &r.Pid, &r.Tid, &r.VMA, &r.CodeAddr, &r.CodeSize, &r.CodeIndex, &r.Name
-		p.names[r.CodeIndex] = r.Name
+		p.names[r.CodeIndex] = strings.Clone(r.Name)
 	case *jitdump.CodeMove:
 		j.Pid, j.Tid, j.VMA, j.OldCodeAddr, j.NewCodeAddr, j.CodeSize, j.CodeIndex = &r.Pid, &r.Tid, &r.VMA, &r.OldCodeAddr, &r.NewCodeAddr, &r.CodeSize, &r.CodeIndex
 		if name, ok := p.names[r.CodeIndex]; ok {

@@ -22,7 +22,7 @@ import (
 // jitted code from the jitdump files its JIT mappings name, native code from
 // ELF files (and the vDSO), symbols of the kernel from /proc/kallsyms and of
 // perf maps from the map. It is pprof's driver.ObjTool, for the web UI, and
-// what annotate and gmon read functions with, so that all three see the
+// what annotate and the gprof output read functions with, so that all three see the
 // same code at the same addresses.
 //
 // Files are read on first use and kept until Close, since the driver opens

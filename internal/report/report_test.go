@@ -29,7 +29,7 @@ const (
 	perfMap = "/tmp/perf-300.map"
 )
 
-// A profBuilder makes profiles the way internal/analyze builds them.
+// A profBuilder makes profiles the way internal/perfprof builds them.
 type profBuilder struct {
 	p     *profile.Profile
 	maps  map[string]*profile.Mapping
