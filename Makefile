@@ -17,7 +17,10 @@ WRITER = agents/jitdump/jitdump_writer.c agents/jitdump/jitdump_writer.h
 ITTJIT_SRC = $(wildcard agents/ittjit/*.c)
 AGENTS = $(BUILD)/libjitprof-jvmti.so $(BUILD)/libjitprof-ittjit.so
 
-.PHONY: build agents demo test bench
+.PHONY: build install agents demo test bench
+
+# Where make install puts jitprof: $(PREFIX)/bin.
+PREFIX ?= /usr/local
 
 # The jitprof command, built into ./jitprof with the agents embedded, so
 # jitprof record can hand them out.
@@ -25,6 +28,10 @@ build: agents
 	mkdir -p agents/lib
 	cp $(AGENTS) agents/lib/
 	$(GO) build -tags embedagents -o jitprof ./cmd/jitprof
+
+# jitprof, agents built in, on the PATH.
+install: build
+	install -D -m 755 jitprof $(DESTDIR)$(PREFIX)/bin/jitprof
 
 # The JVMTI agent for Java and the Intel JIT API collector.
 agents: $(AGENTS)
