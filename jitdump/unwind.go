@@ -107,9 +107,6 @@ const (
 	peDataRl = 0x30
 )
 
-// ehFrameHdrSize is the header below with a one-entry search table.
-const ehFrameHdrSize = 20
-
 // UnwindingInfo returns the UNWINDING_INFO for a function of codeSize bytes
 // that fi describes: an .eh_frame of one CIE and one FDE, and an
 // .eh_frame_hdr with a one-entry search table.

@@ -167,10 +167,9 @@ func checkObjdump(t testing.TB, path string, img *image) {
 
 // lookup is an address to resolve and what it must resolve to.
 type lookup struct {
-	addr       uint64
-	fn, file   string
-	line       int
-	checkedCol bool
+	addr     uint64
+	fn, file string
+	line     int
 }
 
 // lookups lists, for every row a function's rows give (rows superseded at

@@ -35,7 +35,6 @@ type Tool struct {
 	elfs     map[string]*elfFile
 	perfMaps map[string]*perfmap.Table
 	kernel   *elfsym.Table
-	vdso     *elfFile
 }
 
 // New returns the tool for the mappings of profiles perfprof made: those
