@@ -29,10 +29,11 @@ first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			results, err := samples.analyze(cmd, nil)
+			defer samples.close()
 			if err != nil {
 				return err
 			}
-			opts := annotate.Options{Syntax: disasm.GNU}
+			opts := annotate.Options{Syntax: disasm.GNU, Files: samples.opts.Files}
 			if intel {
 				opts.Syntax = disasm.Intel
 			}

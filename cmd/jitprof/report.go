@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/archive"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/report"
 	"github.com/jitprof/jitprof/internal/stages"
@@ -25,11 +26,26 @@ type sampleFlags struct {
 	timeRange  string
 	symbol     string
 	quiet      bool
+	// unpacked is the archive the input named, unpacked until close.
+	unpacked *archive.Extracted
+}
+
+// close removes what reading the input left behind.
+func (s *sampleFlags) close() { s.unpacked.Close() }
+
+// setWarn sends the analysis's warnings to the command's error stream.
+func (s *sampleFlags) setWarn(cmd *cobra.Command) {
+	stderr := cmd.ErrOrStderr()
+	s.opts.Warn = func(err error) {
+		if !s.quiet {
+			fmt.Fprintln(stderr, "jitprof: warning:", err)
+		}
+	}
 }
 
 func (s *sampleFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording")
+	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording, or an archive jitprof archive wrote")
 	f.StringArrayVar(&s.opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
 	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files not in /tmp (repeatable)")
 	f.StringVar(&s.opts.Event, "event", "", "the event to report, as perf evlist names it (default the first)")
@@ -53,10 +69,14 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	// peak well under twice the input (README, Performance).
 	debug.SetGCPercent(25)
 	stderr := cmd.ErrOrStderr()
-	s.opts.Warn = func(err error) {
-		if !s.quiet {
-			fmt.Fprintln(stderr, "jitprof: warning:", err)
+	s.setWarn(cmd)
+	if archive.Is(s.opts.Input) { // jitprof archive's: unpacked for the command's life
+		x, err := archive.Extract(s.opts.Input, "")
+		if err != nil {
+			return nil, &exitError{code: 1, err: err}
 		}
+		s.unpacked = x
+		s.opts.Input, s.opts.Files = x.Input, x.Files
 	}
 	results, err := perfprof.RunStages(s.opts, specs)
 	if err != nil {
@@ -179,9 +199,11 @@ parts of the run on their own: by time, or as the program marked them.`,
 			}
 			samples.opts.PerFunction = !f.ByAddress() && httpAddr == ""
 			results, err := samples.analyze(cmd, specs)
+			defer samples.close()
 			if err != nil {
 				return err
 			}
+			opts.Files = samples.opts.Files
 			names := make([]string, len(results))
 			profiles := make([]*profile.Profile, len(results))
 			for i, res := range results {
@@ -194,7 +216,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 				defer stop()
 				return webui.Serve(ctx, profiles[0], webui.Options{
-					HostPort: httpAddr, OpenBrowser: !noBrowser && browserCanStart(),
+					HostPort: httpAddr, OpenBrowser: !noBrowser && browserCanStart(), Files: samples.opts.Files,
 					Ready: func(url string) {
 						fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends)\n", url)
 					},

@@ -18,11 +18,14 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options says how to show the code.
 type Options struct {
 	Syntax disasm.Syntax
+	// Files holds copies of the recording's files (an archive's), or nil.
+	Files *symbolize.Files
 }
 
 // instance is one function at one place: a JIT may load a function several
@@ -39,7 +42,7 @@ type instance struct {
 // demangled or raw name) in p, a profile perfprof made, the most sampled
 // first; its code comes from the files its mappings name.
 func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
-	tool := objtool.New(p)
+	tool := objtool.New(o.Files, p)
 	defer tool.Close()
 	instances, err := find(p, tool, symbol)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // elfFile is an executable or shared library: pprof reads them with
@@ -40,9 +42,16 @@ func openELF(path string) (*elfFile, error) {
 	return &elfFile{path: path, f: f, syms: syms}, nil
 }
 
-// openVDSO reads the running kernel's vDSO, as perfprof named it.
-func openVDSO() (*elfFile, error) {
-	image, err := elfsym.VDSOImage()
+// openVDSO reads the recorded kernel's vDSO: its copy in files, else the
+// running kernel's, as perfprof named it.
+func openVDSO(files *symbolize.Files) (*elfFile, error) {
+	var image []byte
+	var err error
+	if files != nil && files.VDSO != "" {
+		image, err = os.ReadFile(files.VDSO)
+	} else {
+		image, err = elfsym.VDSOImage()
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func TestFuncAtJIT(t *testing.T) {
 	jit := func(start, size, index uint64) *profile.Mapping {
 		return &profile.Mapping{File: path, BuildID: perfprof.JITBuildID, Start: start, Limit: start + size, Offset: index}
 	}
-	tool := New(&profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 3, a)}})
+	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 3, a)}})
 	defer tool.Close()
 	tests := []struct {
 		name       string
@@ -85,7 +85,7 @@ func TestFuncAtPerfMap(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1000 10 foo\n1010 20 bar baz\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tool := New(&profile.Profile{})
+	tool := New(nil, &profile.Profile{})
 	defer tool.Close()
 	m := &profile.Mapping{File: path}
 	for _, tc := range []struct {
@@ -104,7 +104,7 @@ func TestFuncAtPerfMap(t *testing.T) {
 // dump that cannot be read is an error naming it.
 func TestFuncAtNotJIT(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "jit-2.dump")
-	tool := New(&profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: perfprof.JITBuildID}}})
+	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: perfprof.JITBuildID}}})
 	defer tool.Close()
 	if _, ok, err := tool.FuncAt(nil, 0x1000); ok || err != nil {
 		t.Errorf("FuncAt(nil mapping) = %v, %v", ok, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/perfmap"
 )
 
@@ -35,12 +36,14 @@ type Tool struct {
 	elfs     map[string]*elfFile
 	perfMaps map[string]*perfmap.Table
 	kernel   *elfsym.Table
+	files    *symbolize.Files // copies of the recording's files, or nil
 }
 
 // New returns the tool for the mappings of profiles perfprof made: those
 // whose BuildID is perfprof.JITBuildID are jitdump files, at the path of
-// their File.
-func New(ps ...*profile.Profile) *Tool {
+// their File. files, when not nil, holds copies of the recording's files
+// (symbolize.Files), read before the files themselves.
+func New(files *symbolize.Files, ps ...*profile.Profile) *Tool {
 	dumps := make(map[string]*dumpindex.Dump)
 	for _, p := range ps {
 		for _, m := range p.Mapping {
@@ -49,7 +52,9 @@ func New(ps ...*profile.Profile) *Tool {
 			}
 		}
 	}
-	return newTool(dumps)
+	t := newTool(dumps)
+	t.files = files
+	return t
 }
 
 // newTool returns the tool for the given dumps, by path; nil ones are read
@@ -219,9 +224,9 @@ func (t *Tool) elfFile(file string) (*elfFile, error) {
 		err error
 	)
 	if file == perfprof.VDSOFile {
-		ef, err = openVDSO()
+		ef, err = openVDSO(t.files)
 	} else {
-		ef, err = openELF(file)
+		ef, err = openELF(t.files.Path(file))
 	}
 	if err != nil {
 		return nil, err
@@ -234,7 +239,10 @@ func (t *Tool) kernelTable() (*elfsym.Table, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.kernel == nil {
-		kt, err := elfsym.ReadKallsyms("/proc/kallsyms")
+		kt, err := t.files.Kernel(true) // named frames of the kernel are the recorded one's
+		if err == nil && kt == nil {
+			err = errors.New("no kernel symbols")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("kernel symbols: %w", err)
 		}

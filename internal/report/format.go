@@ -83,7 +83,7 @@ func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, err
 		}
-		return writeGprof(out, f == FormatKaffeAs, names, ps)
+		return writeGprof(out, f == FormatKaffeAs, names, ps, o.Files)
 	}
 	write := func(w io.Writer) error { return writeStages(w, f, names, ps, o) }
 	if out == "" {

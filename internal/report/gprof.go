@@ -9,6 +9,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // The bridge from perfprof's profiles to gprof's files: internal/gmon's
@@ -35,8 +36,8 @@ type incarnation struct {
 // Functions are named as the report names them (demangled); where each
 // starts, how long it is and which code_index it was comes from the files
 // the profiles' mappings name.
-func gprofProgram(ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
-	tool := objtool.New(ps...)
+func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
+	tool := objtool.New(files, ps...)
 	defer tool.Close()
 	prog := &gmon.Program{}
 	index := make(map[incarnation]int)
@@ -125,8 +126,8 @@ func rate(p *profile.Profile) (uint32, string) {
 // assembler file (with Kaffe's file names, xgmon.out and
 // kaffe-jit-symbols.s). Each file is written whole or not at all. It
 // returns the paths written.
-func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile) ([]string, error) {
-	prog, profiles, err := gprofProgram(ps...)
+func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, files *symbolize.Files) ([]string, error) {
+	prog, profiles, err := gprofProgram(files, ps...)
 	if err != nil {
 		return nil, err
 	}

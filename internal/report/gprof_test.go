@@ -23,7 +23,7 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, profiles, err := gprofProgram(res.Profile)
+	prog, profiles, err := gprofProgram(nil, res.Profile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options selects what a report shows.
@@ -138,6 +139,10 @@ type Options struct {
 	// CommRoot makes Folded start each stack with the command name, as
 	// stackcollapse-perf.pl does by default.
 	CommRoot bool
+
+	// Files holds copies of the recording's files (an archive's), or nil:
+	// gprof's symbol file reads the functions' extents from them.
+	Files *symbolize.Files
 }
 
 // CheckOptions reports the errors in o that do not depend on the profile,

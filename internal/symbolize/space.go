@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +109,33 @@ type Options struct {
 	// Warn receives what is wrong but does not stop the build: a dump
 	// not found, a dump cut short, a file whose build-id differs.
 	Warn func(error)
+	// Files, when set, holds copies of the files the recording's samples
+	// hit, as an archive brings them to another machine.
+	Files *Files
+}
+
+// Files are copies of a recording's files: each at Root+its recorded path,
+// the recorded kernel's symbols in Kallsyms (a /proc/kallsyms) and its vDSO
+// in VDSO; the kernel's are used whatever kernel runs here. Empty fields
+// stand for copies not made.
+type Files struct {
+	Root, Kallsyms, VDSO string
+}
+
+// Path returns where to read the file recorded at path: its copy when
+// there is one.
+func (f *Files) Path(path string) string {
+	if f != nil && f.Root != "" {
+		if c := filepath.Join(f.Root, path); fileExists(c) {
+			return c
+		}
+	}
+	return path
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // Space is the address spaces of the recorded processes over time.
@@ -428,22 +457,18 @@ func (s *Space) loadSymbols(m *Module) {
 	)
 	switch m.Kind {
 	case Kernel:
-		if !s.sameKernel {
-			return
-		}
-		if t, err = elfsym.ReadKallsyms("/proc/kallsyms"); err != nil {
-			s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
+		if t, err = s.opts.Files.Kernel(s.sameKernel); t == nil {
+			if err != nil {
+				s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
+			}
 			return
 		}
 	case VDSO:
-		if !s.sameKernel {
-			return
-		}
-		if t, err = elfsym.VDSO(); err != nil {
+		if t, _ = s.opts.Files.VDSOTable(s.sameKernel); t == nil {
 			return
 		}
 	case ELF:
-		if t, err = elfsym.Open(m.Name); err != nil {
+		if t, err = elfsym.Open(s.opts.Files.Path(m.Name)); err != nil {
 			return // perf too leaves a file it cannot read unnamed, quietly
 		}
 		if m.BuildID != nil && t.BuildID() != nil && !bytes.Equal(m.BuildID, t.BuildID()) {
@@ -458,6 +483,30 @@ func (s *Space) loadSymbols(m *Module) {
 	s.tablesMu.Lock()
 	s.tables = append(s.tables, t)
 	s.tablesMu.Unlock()
+}
+
+// Kernel reads the recorded kernel's symbols: the copy's, else the running
+// kernel's when it is the recorded one (running says so); nil without an
+// error when neither is at hand.
+func (f *Files) Kernel(running bool) (*elfsym.Table, error) {
+	switch {
+	case f != nil && f.Kallsyms != "":
+		return elfsym.ReadKallsyms(f.Kallsyms)
+	case running:
+		return elfsym.ReadKallsyms("/proc/kallsyms")
+	}
+	return nil, nil
+}
+
+// VDSOTable reads the recorded kernel's vDSO symbols, as Kernel does.
+func (f *Files) VDSOTable(running bool) (*elfsym.Table, error) {
+	switch {
+	case f != nil && f.VDSO != "":
+		return elfsym.Open(f.VDSO)
+	case running:
+		return elfsym.VDSO()
+	}
+	return nil, nil
 }
 
 // perfMap returns the module of p's perf map, or nil when it has none.

@@ -31,6 +31,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options configures Serve.
@@ -39,6 +40,8 @@ type Options struct {
 	// means localhost, as for pprof -http, so that a profile is not shown to
 	// the network by accident; port 0 picks a free port.
 	HostPort string
+	// Files holds copies of the recording's files (an archive's), or nil.
+	Files *symbolize.Files
 	// OpenBrowser opens the interface in a browser, chosen as pprof does:
 	// $BROWSER, else the first of chrome, chromium, firefox and others
 	// that runs.
@@ -69,7 +72,7 @@ func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 	defer ln.Close()
 	hostport := net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 
-	obj := objtool.New(p)
+	obj := objtool.New(o.Files, p)
 	defer obj.Close()
 	return driver.PProf(&driver.Options{
 		Flagset: &flags{http: hostport, noBrowser: !o.OpenBrowser},
