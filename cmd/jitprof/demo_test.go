@@ -17,8 +17,8 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Dumps != 1 || res.Jitted*10 < res.Kept*9 {
-		t.Errorf("%d dumps, %d of %d samples in jitted code", res.Dumps, res.Jitted, res.Kept)
+	if len(res.Dumps) != 1 || res.Jitted*10 < res.Kept*9 {
+		t.Errorf("dumps %q, %d of %d samples in jitted code", res.Dumps, res.Jitted, res.Kept)
 	}
 	truth, err := os.ReadFile(dir + "/truth.json")
 	if err != nil {

@@ -142,8 +142,8 @@ func TestRecordIntoDirectory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Dumps != 1 || res.Jitted == 0 {
-				t.Errorf("moved elsewhere, the recording reads %d dumps, %d of %d samples in jitted code", res.Dumps, res.Jitted, res.Kept)
+			if len(res.Dumps) != 1 || res.Jitted == 0 {
+				t.Errorf("moved elsewhere, the recording reads dumps %q, %d of %d samples in jitted code", res.Dumps, res.Jitted, res.Kept)
 			}
 		})
 	}

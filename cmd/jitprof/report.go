@@ -84,7 +84,7 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	}
 	if !s.quiet {
 		for _, res := range results {
-			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %s", res.Kept, res.Samples, res.Event, res.Jitted, count(res.Dumps, "dump"))
+			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %s", res.Kept, res.Samples, res.Event, res.Jitted, count(len(res.Dumps), "dump"))
 			if res.Lost > 0 {
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}

@@ -24,10 +24,8 @@ import (
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/elfsym"
-	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
-	"github.com/jitprof/jitprof/perfdata"
 )
 
 // Names in an archive.
@@ -51,66 +49,55 @@ func Write(out, input string, opts symbolize.Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	type entry struct{ name, from string }
-	entries := []entry{{recordingName, input}}
-	taken := map[string]bool{recordingName: true}
-	add := func(name, from string) {
-		if taken[name] {
-			opts.Warn(fmt.Errorf("%s is left out of the archive: it already holds a file named %s", from, name))
+	// Files copied as they are, and files made here: the recorded
+	// kernel's symbols and vDSO, when the profile names them (only then
+	// were the running kernel's the recorded one's).
+	type entry struct {
+		name, from string
+		make       func() ([]byte, error)
+	}
+	entries := []entry{{name: recordingName, from: input}}
+	taken := map[string]string{recordingName: input} // name: where it comes from
+	add := func(e entry) {
+		if from, ok := taken[e.name]; ok {
+			if from != e.from { // not a file mapped in several pieces
+				opts.Warn(fmt.Errorf("%s is left out of the archive: it already holds a file named %s", e.from, e.name))
+			}
 			return
 		}
-		taken[name] = true
-		entries = append(entries, entry{name, from})
+		taken[e.name] = e.from
+		entries = append(entries, e)
 	}
-
-	dumps, err := dumpPaths(input, opts)
-	if err != nil {
-		return nil, err
+	for _, d := range res.Dumps {
+		add(entry{name: filepath.Base(d), from: d})
 	}
-	for _, d := range dumps {
-		add(filepath.Base(d), d)
-	}
-	var kernel, vdso bool
 	for _, m := range res.Profile.Mapping {
 		switch {
 		case m.BuildID == perfprof.JITBuildID: // its dump is in already
-		case m.File == perfprof.KernelFile:
-			kernel = kernel || named(res, m.ID)
-		case m.File == perfprof.VDSOFile:
-			vdso = vdso || named(res, m.ID)
+		case m.File == perfprof.KernelFile && named(res, m.ID):
+			add(entry{name: kallsymsName, make: func() ([]byte, error) { return os.ReadFile("/proc/kallsyms") }})
+		case m.File == perfprof.VDSOFile && named(res, m.ID):
+			add(entry{name: vdsoName, make: elfsym.VDSOImage})
 		case perfprof.IsPerfMap(m.File):
-			add(filepath.Base(m.File), m.File)
+			add(entry{name: filepath.Base(m.File), from: m.File})
 		case filepath.IsAbs(m.File) && regular(m.File):
-			add(filepath.Join(filesDir, m.File), m.File)
+			add(entry{name: filepath.Join(filesDir, m.File), from: m.File})
 		}
-	}
-	var extra [][2]string // name, contents read here
-	if kernel {
-		extra = append(extra, [2]string{kallsymsName, "/proc/kallsyms"})
 	}
 	err = atomicfile.Write(out, func(w io.Writer) error {
 		gz := gzip.NewWriter(w)
 		tw := tar.NewWriter(gz)
 		for _, e := range entries {
-			if err := addFile(tw, e.name, e.from); err != nil {
-				return err
+			var err error
+			if e.make == nil {
+				err = addFile(tw, e.name, e.from)
+			} else {
+				var b []byte
+				if b, err = e.make(); err == nil {
+					err = addBytes(tw, e.name, b)
+				}
 			}
-		}
-		for _, e := range extra {
-			b, err := os.ReadFile(e[1])
 			if err != nil {
-				return err
-			}
-			if err := addBytes(tw, e[0], b); err != nil {
-				return err
-			}
-		}
-		if vdso {
-			image, err := elfsym.VDSOImage()
-			if err != nil {
-				return err
-			}
-			if err := addBytes(tw, vdsoName, image); err != nil {
 				return err
 			}
 		}
@@ -122,37 +109,11 @@ func Write(out, input string, opts symbolize.Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.name)
-	}
-	for _, e := range extra {
-		names = append(names, e[0])
-	}
-	if vdso {
-		names = append(names, vdsoName)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.name
 	}
 	return names, nil
-}
-
-// dumpPaths returns where the dumps the recording marks are.
-func dumpPaths(input string, opts symbolize.Options) ([]string, error) {
-	f, err := perfdata.Open(input)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := jitsources.Scan(f.Reader, nil)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	rec.Load(jitsources.SearchDirs(input, opts.DumpDirs), func(error) {}) // the analysis warned already
-	defer rec.Close()
-	var paths []string
-	for _, d := range rec.Dumps {
-		paths = append(paths, d.Path)
-	}
-	return paths, nil
 }
 
 // named tells whether a location of mapping id has a name: only then were

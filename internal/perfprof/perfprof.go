@@ -70,8 +70,8 @@ type Filter struct {
 type Result struct {
 	Profile *profile.Profile
 	Event   string
-	// Dumps counts the jitdump files read.
-	Dumps int
+	// Dumps are the paths of the jitdump files read, as found.
+	Dumps []string
 	// Samples counts the event's samples read, Kept those the filter
 	// kept, Jitted the kept ones whose leaf is in jitted code.
 	Samples, Kept, Jitted int

@@ -162,7 +162,7 @@ func (a *aggregator) result() (*Result, error) {
 	}
 
 	res := &Result{
-		Profile: p, Event: a.event, Dumps: len(a.space.Dumps()),
+		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
 		Stripped: a.stripped(),
 	}
@@ -225,4 +225,13 @@ func (a *aggregator) stripped() []Stripped {
 	}
 	slices.SortFunc(out, func(x, y Stripped) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Path, y.Path)) })
 	return out
+}
+
+// dumpPaths returns the paths of the dumps in use in space.
+func dumpPaths(space *symbolize.Space) []string {
+	var paths []string
+	for _, m := range space.Dumps() {
+		paths = append(paths, m.Name)
+	}
+	return paths
 }
