@@ -29,7 +29,7 @@ func Folded(w io.Writer, p *profile.Profile, o Options) error {
 	}
 	comms := make([]string, len(m.comms))
 	for i, c := range m.comms {
-		comms[i] = strings.ReplaceAll(foldName(c), " ", "_")
+		comms[i] = foldedComm(c)
 	}
 
 	// Stacks are looked up by their folded text, which merges stacks that
@@ -90,6 +90,10 @@ func foldedName(f *frame) string {
 		return "[" + foldName(f.module) + "]"
 	}
 }
+
+// foldedComm names a command at the root of a folded stack, with no
+// spaces, as stackcollapse-perf.pl does.
+func foldedComm(c string) string { return strings.ReplaceAll(foldName(c), " ", "_") }
 
 var folder = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")
 

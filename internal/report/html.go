@@ -187,7 +187,7 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) {
 	}
 	comms := make([]int32, len(m.comms))
 	for i, c := range m.comms {
-		comms[i] = b.frame(strings.ReplaceAll(foldName(c), " ", "_"), "", 'c')
+		comms[i] = b.frame(foldedComm(c), "", 'c')
 	}
 	// rank orders the frames by name; frames of one name rank the same,
 	// which merges them.
