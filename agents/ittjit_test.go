@@ -366,10 +366,9 @@ func TestIttjitPHP(t *testing.T) {
 	perf := fixtures.LookPath(t, "perf")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
-	out := runCommand(t, []string{"env", "JITDUMPDIR=" + dir, "INTEL_JIT_PROFILER64=" + agentPath(t, IttJIT),
+	out := runCommand(t, slices.Concat([]string{"env", "JITDUMPDIR=" + dir, "INTEL_JIT_PROFILER64=" + agentPath(t, IttJIT),
 		perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-e", "cpu-clock", "-F", "10000", "-o", data, "--",
-		php, "-d", "opcache.enable_cli=1", "-d", "opcache.file_update_protection=0", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing", "-d", "opcache.jit_debug=128",
-		fixtures.Workload(t, "fib_mandel.php")})
+		php}, fixtures.PHPJIT(128), []string{fixtures.Workload(t, "fib_mandel.php")}))
 	if !strings.Contains(out, "75025 976575") || strings.Contains(out, "jitprof-ittjit") {
 		t.Errorf("PHP's output: %q", out)
 	}

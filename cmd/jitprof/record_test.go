@@ -173,8 +173,7 @@ func TestRecordAgents(t *testing.T) {
 		scope func(t *testing.T, hz int, stdout string) (args []string, want float64)
 	}{
 		{"java", 2000, 100, []string{"java", "testdata/Busy.java", "1500"}, regexp.MustCompile(`^Busy\.`), busyScope},
-		{"php", 20000, 50, []string{"php8.2", "-d", "opcache.enable_cli=1", "-d", "opcache.file_update_protection=0", "-d", "opcache.jit_buffer_size=64M", "-d", "opcache.jit=tracing",
-			"-d", "opcache.jit_debug=128", fixtures.Workload(t, "fib_mandel.php")}, regexp.MustCompile(`\$(fib|mandel)\$`), nil},
+		{"php", 20000, 50, slices.Concat([]string{"php8.2"}, fixtures.PHPJIT(128), []string{fixtures.Workload(t, "fib_mandel.php")}), regexp.MustCompile(`\$(fib|mandel)\$`), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fixtures.LookPath(t, tc.argv[0])
