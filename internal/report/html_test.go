@@ -308,11 +308,8 @@ func startChromium(t *testing.T, bin string) *devtools {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The probe's options: no sandbox (root), no network of its own, a
-	// fresh profile.
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "--window-size=1000,700", "--hide-scrollbars", "about:blank")
+	cmd := exec.CommandContext(ctx, bin, append(fixtures.ChromiumFlags(t),
+		"--remote-debugging-pipe", "--window-size=1000,700", "--hide-scrollbars", "about:blank")...)
 	cmd.ExtraFiles = []*os.File{toChrome, chromeEnd}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -152,11 +152,9 @@ func chromium(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	// --no-sandbox: Chromium's sandbox refuses to run as root. The
-	// virtual time budget lets the page's scripts finish before the DOM
-	// or the screenshot is taken, however slow the machine.
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless=new", "--no-sandbox", "--disable-gpu",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=10000"}, args...)...)
+	// The virtual time budget lets the page's scripts finish before the
+	// DOM or the screenshot is taken, however slow the machine.
+	cmd := exec.CommandContext(ctx, bin, slices.Concat(fixtures.ChromiumFlags(t), []string{"--virtual-time-budget=10000"}, args)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
