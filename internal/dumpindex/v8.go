@@ -147,7 +147,8 @@ func (x *v8Index) build() {
 // positions returns the source positions of fn's code by address: its
 // DEBUG_INFO entries inside the code, bias removed. node 20 garbles the file
 // names of many records of the user's scripts (jitdump.DebugInfo
-// StrideEntries): such a record is read again with names of the length of
+// StrideEntries), and the garbage may pass for text: a record with any bad
+// entry (jitdump.CodeLoad.BadEntry) is read again with names of the length of
 // fn's own script, whose end survives the garbling, and taken when every
 // entry then lies inside the code; its positions are taken to be of that
 // script, which is wrong only where code of another script was inlined.
@@ -161,7 +162,7 @@ func (fn *Code) positions() []v8Pos {
 	var ps []v8Pos
 	garbled := false
 	for e := range fn.allEntries() {
-		garbled = garbled || !jitdump.IsText(e.File)
+		garbled = garbled || fn.BadEntry(e) != ""
 		if !inside(e) {
 			continue
 		}
