@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The CFI parser is written by hand. The one Go module that reads call
@@ -75,7 +76,6 @@ type cie struct {
 	enc       byte // of the FDEs' pc_begin and pc_range
 	aug       bool // 'z': FDEs carry augmentation data
 	addrSize  int
-	initial   []byte
 	start     state // the rules after the initial instructions
 	err       error // the CIE is unusable, and its FDEs with it
 }
@@ -96,6 +96,7 @@ type fde struct {
 func parseSection(s *section, fdes []fde, prio int, bad func(error)) []fde {
 	cies := map[int]*cie{}
 	data, o := s.data, binary.LittleEndian
+	fdes = slices.Grow(fdes, len(data)/32) // an FDE takes 20 bytes or more: a guess, not a bound
 	for off := 0; off < len(data); {
 		if len(data)-off < 4 {
 			bad(s.errorf(off, "%d trailing bytes cannot hold an entry", len(data)-off))
@@ -272,12 +273,11 @@ func parseCIE(s *section, off int) *cie {
 		c.err = errors.New("code alignment factor 0")
 		return c
 	}
-	c.initial = r.p
-	st, err := c.run(nil, state{}, c.initial, 0, 0, nil)
-	if err != nil {
+	m := machine{c: c}
+	if err := m.run(r.p); err != nil {
 		c.err = fmt.Errorf("initial instructions: %v", err)
 	}
-	c.start = st
+	c.start = m.st
 	return c
 }
 

@@ -67,129 +67,111 @@ const (
 // once or twice; a program that nests deeper is not worth the memory.
 const maxRemembered = 64
 
-// run runs the call frame program prog from st, the rows starting at loc.
-// For an FDE, emit is called with each row's start and its state, for the
-// rows that begin before end; a CIE's initial instructions run with emit
-// nil and init nil (DW_CFA_restore then has nothing to go back to).
-func (c *cie) run(init *state, st state, prog []byte, loc, end uint64, emit func(uint64, *state)) (state, error) {
+// machine runs call frame programs. It is reused from FDE to FDE so that
+// a table's build allocates little.
+type machine struct {
+	c     *cie
+	init  *state // the CIE's rules, for DW_CFA_restore; nil while running the CIE's own
+	st    state
+	loc   uint64
+	end   uint64
+	rows  []row // with emit, each row that starts before end
+	emit  bool
+	saved []state
+}
+
+// run runs the call frame program prog from the machine's state, the rows
+// starting at m.loc.
+func (m *machine) run(prog []byte) error {
+	m.saved = m.saved[:0]
+	c := m.c
 	r := reader{p: prog}
-	var saved []state
-	advance := func(to uint64) error {
-		if to < loc {
-			return fmt.Errorf("location %#x goes back from %#x", to, loc)
-		}
-		if to > loc && emit != nil && loc < end {
-			emit(loc, &st)
-		}
-		loc = to
-		return nil
-	}
-	set := func(reg uint64, rule regRule) {
-		switch reg {
-		case c.raReg:
-			st.ra = rule
-		case dwRBP:
-			st.bp = rule
-		}
-	}
-	restore := func(reg uint64) {
-		if init == nil {
-			set(reg, regRule{})
-			return
-		}
-		switch reg {
-		case c.raReg:
-			st.ra = init.ra
-		case dwRBP:
-			st.bp = init.bp
-		}
-	}
 	for len(r.p) > 0 && !r.bad {
-		if emit != nil && loc >= end {
-			return st, nil // the rest describes no code of this FDE
+		if m.emit && m.loc >= m.end {
+			return nil // the rest describes no code of this FDE
 		}
 		at := len(prog) - len(r.p)
 		op := r.u8()
 		var err error
 		switch op & 0xc0 {
 		case opAdvanceLoc:
-			err = advance(loc + uint64(op&0x3f)*c.codeAlign)
+			err = m.advance(m.loc + uint64(op&0x3f)*c.codeAlign)
 		case opOffset:
-			set(uint64(op&0x3f), regRule{regOffset, int64(r.uleb()) * c.dataAlign})
+			m.set(uint64(op&0x3f), regRule{regOffset, int64(r.uleb()) * c.dataAlign})
 		case opRestore:
-			restore(uint64(op & 0x3f))
+			m.restore(uint64(op & 0x3f))
 		default:
 			switch op {
 			case opNop:
 			case opSetLoc:
 				var to uint64
 				if to, err = r.ptr(c.enc, 0, c.addrSize); err == nil {
-					err = advance(to)
+					err = m.advance(to)
 				}
 			case opAdvanceLoc1:
-				err = advance(loc + r.fixed(1)*c.codeAlign)
+				err = m.advance(m.loc + r.fixed(1)*c.codeAlign)
 			case opAdvanceLoc2:
-				err = advance(loc + r.fixed(2)*c.codeAlign)
+				err = m.advance(m.loc + r.fixed(2)*c.codeAlign)
 			case opAdvanceLoc4:
-				err = advance(loc + r.fixed(4)*c.codeAlign)
+				err = m.advance(m.loc + r.fixed(4)*c.codeAlign)
 			case opOffsetExt:
 				reg := r.uleb()
-				set(reg, regRule{regOffset, int64(r.uleb()) * c.dataAlign})
+				m.set(reg, regRule{regOffset, int64(r.uleb()) * c.dataAlign})
 			case opOffsetExtSF:
 				reg := r.uleb()
-				set(reg, regRule{regOffset, r.sleb() * c.dataAlign})
+				m.set(reg, regRule{regOffset, r.sleb() * c.dataAlign})
 			case opGNUNegOffExt:
 				reg := r.uleb()
-				set(reg, regRule{regOffset, -int64(r.uleb()) * c.dataAlign})
+				m.set(reg, regRule{regOffset, -int64(r.uleb()) * c.dataAlign})
 			case opRestoreExt:
-				restore(r.uleb())
+				m.restore(r.uleb())
 			case opUndefined:
-				set(r.uleb(), regRule{kind: regUndef})
+				m.set(r.uleb(), regRule{kind: regUndef})
 			case opSameValue:
-				set(r.uleb(), regRule{kind: regSame})
+				m.set(r.uleb(), regRule{kind: regSame})
 			case opRegister:
 				reg := r.uleb()
 				r.uleb()
-				set(reg, regRule{kind: regOther})
+				m.set(reg, regRule{kind: regOther})
 			case opExpression, opValExpression:
 				reg := r.uleb()
 				r.block()
-				set(reg, regRule{kind: regOther})
+				m.set(reg, regRule{kind: regOther})
 			case opValOffset:
 				reg := r.uleb()
 				r.uleb()
-				set(reg, regRule{kind: regOther})
+				m.set(reg, regRule{kind: regOther})
 			case opValOffsetSF:
 				reg := r.uleb()
 				r.sleb()
-				set(reg, regRule{kind: regOther})
+				m.set(reg, regRule{kind: regOther})
 			case opRememberState:
-				if len(saved) == maxRemembered {
+				if len(m.saved) == maxRemembered {
 					err = fmt.Errorf("DW_CFA_remember_state nested over %d deep", maxRemembered)
 				}
-				saved = append(saved, st)
+				m.saved = append(m.saved, m.st)
 			case opRestoreState:
-				if len(saved) == 0 {
+				if len(m.saved) == 0 {
 					err = errors.New("DW_CFA_restore_state without a remembered state")
 					break
 				}
-				st = saved[len(saved)-1]
-				saved = saved[:len(saved)-1]
+				m.st = m.saved[len(m.saved)-1]
+				m.saved = m.saved[:len(m.saved)-1]
 			case opDefCFA:
-				st.cfaReg, st.cfaOff, st.cfaExpr = r.uleb(), int64(r.uleb()), nil
+				m.st.cfaReg, m.st.cfaOff, m.st.cfaExpr = r.uleb(), int64(r.uleb()), nil
 			case opDefCFASF:
-				st.cfaReg = r.uleb()
-				st.cfaOff, st.cfaExpr = r.sleb()*c.dataAlign, nil
+				m.st.cfaReg = r.uleb()
+				m.st.cfaOff, m.st.cfaExpr = r.sleb()*c.dataAlign, nil
 			case opDefCFARegister:
-				st.cfaReg, st.cfaExpr = r.uleb(), nil
+				m.st.cfaReg, m.st.cfaExpr = r.uleb(), nil
 			case opDefCFAOffset:
-				st.cfaOff = int64(r.uleb())
+				m.st.cfaOff = int64(r.uleb())
 			case opDefCFAOffsetSF:
-				st.cfaOff = r.sleb() * c.dataAlign
+				m.st.cfaOff = r.sleb() * c.dataAlign
 			case opDefCFAExpr:
-				st.cfaExpr = r.block()
-				if st.cfaExpr == nil {
-					st.cfaExpr = []byte{}
+				m.st.cfaExpr = r.block()
+				if m.st.cfaExpr == nil {
+					m.st.cfaExpr = []byte{}
 				}
 			case opGNUArgsSize:
 				r.uleb()
@@ -199,14 +181,48 @@ func (c *cie) run(init *state, st state, prog []byte, loc, end uint64, emit func
 			}
 		}
 		if err != nil {
-			return st, fmt.Errorf("instruction at +%#x: %v", at, err)
+			return fmt.Errorf("instruction at +%#x: %v", at, err)
 		}
 	}
 	if r.bad {
-		return st, errors.New("instructions truncated")
+		return errors.New("instructions truncated")
 	}
-	if emit != nil && loc < end {
-		emit(loc, &st)
+	if m.emit && m.loc < m.end {
+		m.rows = append(m.rows, row{m.loc, toRule(&m.st)})
 	}
-	return st, nil
+	return nil
+}
+
+// advance starts a new row at to.
+func (m *machine) advance(to uint64) error {
+	if to < m.loc {
+		return fmt.Errorf("location %#x goes back from %#x", to, m.loc)
+	}
+	if to > m.loc && m.emit && m.loc < m.end {
+		m.rows = append(m.rows, row{m.loc, toRule(&m.st)})
+	}
+	m.loc = to
+	return nil
+}
+
+func (m *machine) set(reg uint64, rule regRule) {
+	switch reg {
+	case m.c.raReg:
+		m.st.ra = rule
+	case dwRBP:
+		m.st.bp = rule
+	}
+}
+
+func (m *machine) restore(reg uint64) {
+	if m.init == nil {
+		m.set(reg, regRule{})
+		return
+	}
+	switch reg {
+	case m.c.raReg:
+		m.st.ra = m.init.ra
+	case dwRBP:
+		m.st.bp = m.init.bp
+	}
 }

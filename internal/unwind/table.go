@@ -10,6 +10,7 @@
 package unwind
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -156,85 +157,53 @@ func (t *Table) problem(err error) {
 // earlier starting one. keep, when not nil, drops FDEs outside the code.
 func (t *Table) build(fdes []fde, keep func(start, end uint64) bool) error {
 	slices.SortFunc(fdes, func(a, b fde) int {
-		if a.prio != b.prio {
-			return a.prio - b.prio
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
 		}
-		if a.start != b.start {
-			if a.start < b.start {
-				return -1
-			}
-			return 1
-		}
-		return 0
+		return a.prio - b.prio
 	})
-	// Choose, section by section in priority order, FDEs that overlap none
-	// chosen before.
-	chosen := make([]fde, 0, len(fdes))
-	var sorted []fde // chosen from earlier sections, by start
-	for i := 0; i < len(fdes); {
-		j := i
-		for j < len(fdes) && fdes[j].prio == fdes[i].prio {
-			j++
+	// Keep, in place, FDEs that do not overlap: sorted by start, an FDE can
+	// only overlap the last one kept.
+	kept := fdes[:0]
+	for _, f := range fdes {
+		if keep != nil && !keep(f.start, f.end) {
+			t.problem(f.sec.errorf(f.off, "FDE covers [%#x, %#x), outside the code", f.start, f.end))
+			continue
 		}
-		var lastEnd uint64
-		first := len(chosen)
-		for _, f := range fdes[i:j] {
-			if keep != nil && !keep(f.start, f.end) {
-				t.problem(f.sec.errorf(f.off, "FDE covers [%#x, %#x), outside the code", f.start, f.end))
-				continue
+		if n := len(kept); n > 0 && f.start < kept[n-1].end {
+			last := &kept[n-1]
+			switch {
+			case f.prio < last.prio:
+				*last = f // described by a preferred section
+			case f.prio == last.prio:
+				t.problem(f.sec.errorf(f.off, "FDE [%#x, %#x) overlaps the one at %#x", f.start, f.end, last.off))
 			}
-			if len(chosen) > first && f.start < lastEnd {
-				if f.prio == fdes[i].prio && f.sec == chosen[len(chosen)-1].sec {
-					t.problem(f.sec.errorf(f.off, "FDE [%#x, %#x) overlaps the one before", f.start, f.end))
-				}
-				continue
-			}
-			if overlaps(sorted, f) {
-				continue // described already by a section preferred to this one
-			}
-			chosen = append(chosen, f)
-			lastEnd = f.end
+			continue
 		}
-		sorted = append(sorted, chosen[first:]...)
-		slices.SortFunc(sorted, func(a, b fde) int {
-			if a.start < b.start {
-				return -1
-			}
-			if a.start > b.start {
-				return 1
-			}
-			return 0
-		})
-		i = j
+		kept = append(kept, f)
 	}
-	fdes = sorted
+	fdes = kept
 	if len(fdes) == 0 {
 		return nil
 	}
 	t.base = fdes[0].start
-	var maxEnd uint64
-	for _, f := range fdes {
-		maxEnd = max(maxEnd, f.end)
-	}
-	if maxEnd-t.base > math.MaxUint32 {
-		return fmt.Errorf("FDEs span [%#x, %#x), over 4 GiB", t.base, maxEnd)
+	if end := fdes[len(fdes)-1].end; end-t.base > math.MaxUint32 {
+		return fmt.Errorf("FDEs span [%#x, %#x), over 4 GiB", t.base, end)
 	}
 
 	b := builder{t: t, index: map[Rule]uint16{{}: 0}}
 	t.rules = []Rule{{}}
 	t.addr = make([]uint32, 0, len(fdes)*4)
 	t.rule = make([]uint16, 0, len(fdes)*4)
-	var scratch []row
+	m := machine{emit: true}
 	for _, f := range fdes {
-		scratch = scratch[:0]
-		_, err := f.cie.run(&f.cie.start, f.cie.start, f.prog, f.start, f.end, func(loc uint64, st *state) {
-			scratch = append(scratch, row{loc, toRule(st)})
-		})
-		if err != nil {
+		m.c, m.init, m.st = f.cie, &f.cie.start, f.cie.start
+		m.loc, m.end, m.rows = f.start, f.end, m.rows[:0]
+		if err := m.run(f.prog); err != nil {
 			t.problem(f.sec.errorf(f.off, "FDE [%#x, %#x): %v", f.start, f.end, err))
 			continue
 		}
-		for _, r := range scratch {
+		for _, r := range m.rows {
 			if err := b.add(r.loc, r.rule); err != nil {
 				return err
 			}
@@ -246,18 +215,6 @@ func (t *Table) build(fdes []fde, keep func(start, end uint64) bool) error {
 	t.addr = slices.Clip(t.addr)
 	t.rule = slices.Clip(t.rule)
 	return nil
-}
-
-// overlaps tells whether f overlaps any of sorted, which do not overlap
-// each other.
-func overlaps(sorted []fde, f fde) bool {
-	i, _ := slices.BinarySearchFunc(sorted, f.start, func(e fde, pc uint64) int {
-		if e.end <= pc {
-			return -1
-		}
-		return 1
-	})
-	return i < len(sorted) && sorted[i].start < f.end
 }
 
 type row struct {
