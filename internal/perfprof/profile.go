@@ -175,7 +175,7 @@ func (a *aggregator) result() (*Result, error) {
 
 	res := &Result{
 		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
 	a.names = nil

@@ -32,6 +32,7 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
 	"github.com/jitprof/jitprof/perfmap"
 	"golang.org/x/sys/unix"
@@ -67,6 +68,9 @@ type Module struct {
 	load    sync.Once
 	table   *elfsym.Table // nil when there is none, or it could not be used
 	perfMap *perfmap.Table
+
+	unwindOnce sync.Once
+	unwind     *unwind.Table // nil when the file has none, or it could not be used
 }
 
 // Stripped tells whether m is an ELF file whose symbols, as read for
@@ -154,6 +158,7 @@ type Space struct {
 	// sameKernel tells that the recording was made on the running
 	// kernel, whose kallsyms and vDSO are then the recorded ones.
 	sameKernel bool
+	unwind     unwindTables
 }
 
 type moduleKey struct {
