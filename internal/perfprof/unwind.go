@@ -102,7 +102,11 @@ func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
 	u.pid, u.t = s.Pid, t
 	u.pcs, u.stop = unwind.Walk(unwind.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser, u.find, u.pcs[:0])
 	u.walked = true
-	for _, pc := range u.pcs {
+	// The registers' ip is where the thread was interrupted, not a
+	// return address, even below kernel frames: perf does not step it
+	// back either.
+	a.ids = append(a.ids, a.locate(s.Pid, u.pcs[0], t, false))
+	for _, pc := range u.pcs[1:] {
 		a.addCaller(s.Pid, pc, t, false)
 	}
 }

@@ -94,8 +94,11 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 				return pcs, stop
 			}
 			callerBP = bp
-			if r.BPOff != 0 {
-				if callerBP, stop, ok = read(cfa + uint64(int64(r.BPOff))); !ok {
+			// A slot below the stack pointer is one an epilogue has
+			// already popped rbp from (GCC leaves the rule in place
+			// after pop %rbp): rbp holds the caller's value again.
+			if at := cfa + uint64(int64(r.BPOff)); r.BPOff != 0 && at >= sp {
+				if callerBP, stop, ok = read(at); !ok {
 					return pcs, stop
 				}
 			}
