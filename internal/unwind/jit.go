@@ -38,7 +38,7 @@ func FromUnwindingInfo(u *jitdump.UnwindingInfo, codeAddr, codeSize uint64) (*Ta
 		if err := t.Err(); err != nil {
 			return nil, fmt.Errorf("unwind: %s: no usable CFI: %w", name, err)
 		}
-		return nil, fmt.Errorf("unwind: %s: no FDE", name)
+		return nil, fmt.Errorf("unwind: %s: %w: no FDE", name, ErrNoCFI)
 	}
 	return t, nil
 }

@@ -172,6 +172,12 @@ func (t *Table) AddrOf(fileOffset uint64) (addr uint64, ok bool) {
 	return 0, false
 }
 
+// ErrNoCFI is the error (wrapped) of OpenELF and FromUnwindingInfo when
+// there is no CFI at all, as opposed to CFI that could not be used: V8
+// writes an empty .eh_frame for builtins it has no tables for. The walker
+// steps through such code by the frame pointer.
+var ErrNoCFI = errors.New("no CFI")
+
 // maxProblems bounds the problems a table keeps: a broken section can have
 // thousands, and the first few say what is wrong.
 const maxProblems = 16
