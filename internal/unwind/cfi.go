@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/jitprof/jitprof/internal/leb128"
 )
 
 // The CFI parser is written by hand. The one Go module that reads call
@@ -340,34 +342,21 @@ func (r *reader) fixed(n int) uint64 {
 }
 
 func (r *reader) uleb() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c := r.u8()
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 || r.bad {
-			return v
-		}
+	v, n := leb128.Unsigned(r.p)
+	if n == 0 {
+		r.bad, r.p = true, nil
 	}
+	r.p = r.p[n:]
+	return v
 }
 
 func (r *reader) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		c := r.u8()
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 || r.bad {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	v, n := leb128.Signed(r.p)
+	if n == 0 {
+		r.bad, r.p = true, nil
 	}
+	r.p = r.p[n:]
+	return v
 }
 
 func (r *reader) cstring() []byte {

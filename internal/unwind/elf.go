@@ -105,7 +105,7 @@ func OpenELF(path string, buildID []byte, root func(string) string) (*Table, err
 		if err := t.Err(); err != nil {
 			return nil, fmt.Errorf("unwind: %s: no usable CFI: %w", path, err)
 		}
-		return nil, fmt.Errorf("unwind: %s: no CFI (.eh_frame, .debug_frame)", path)
+		return nil, fmt.Errorf("unwind: %s: %w (.eh_frame, .debug_frame)", path, ErrNoCFI)
 	}
 	return t, nil
 }

@@ -23,6 +23,11 @@ func FromUnwindingInfo(u *jitdump.UnwindingInfo, codeAddr, codeSize uint64) (*Ta
 	sec := &section{file: name, name: ".eh_frame", data: u.EHFrame, addr: codeAddr + (codeSize+7)&^7, eh: true}
 	t := &Table{}
 	fdes := parseSection(sec, nil, prioEHFrame, t.problem)
+	for _, f := range fdes {
+		if f.cie.raReg != dwRIP {
+			return nil, fmt.Errorf("unwind: %s: the return address is in DWARF register %d: not x86-64 CFI, and only x86-64 is supported", name, f.cie.raReg)
+		}
+	}
 	err := t.build(fdes, func(start, end uint64) bool {
 		return start >= codeAddr && end <= codeAddr+codeSize
 	})
@@ -33,7 +38,7 @@ func FromUnwindingInfo(u *jitdump.UnwindingInfo, codeAddr, codeSize uint64) (*Ta
 		if err := t.Err(); err != nil {
 			return nil, fmt.Errorf("unwind: %s: no usable CFI: %w", name, err)
 		}
-		return nil, fmt.Errorf("unwind: %s: no FDE", name)
+		return nil, fmt.Errorf("unwind: %s: %w: no FDE", name, ErrNoCFI)
 	}
 	return t, nil
 }

@@ -71,7 +71,9 @@ func (r Rule) String() string {
 // Table is one module's rules, sorted by address: row i's rule holds from
 // base+addr[i] up to the next row. Addresses are kept as 32-bit offsets
 // and rules as 16-bit indexes into the distinct rules, so a row costs 6
-// bytes (libc has 35,000 rows, node 900,000).
+// bytes, 7 with the page index (measured: libc 28,271 rows and 299
+// distinct rules, node 371,949 rows and 66 rules). A Table does not change
+// once built: Lookup is safe for concurrent use.
 type Table struct {
 	base  uint64
 	addr  []uint32
@@ -169,6 +171,12 @@ func (t *Table) AddrOf(fileOffset uint64) (addr uint64, ok bool) {
 	}
 	return 0, false
 }
+
+// ErrNoCFI is the error (wrapped) of OpenELF and FromUnwindingInfo when
+// there is no CFI at all, as opposed to CFI that could not be used: V8
+// writes an empty .eh_frame for builtins it has no tables for. The walker
+// steps through such code by the frame pointer.
+var ErrNoCFI = errors.New("no CFI")
 
 // maxProblems bounds the problems a table keeps: a broken section can have
 // thousands, and the first few say what is wrong.

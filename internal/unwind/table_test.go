@@ -295,3 +295,16 @@ func TestOpenELFImage(t *testing.T) {
 		t.Errorf("through root: %v", err)
 	}
 }
+
+// arm64 CFI (return address in x30) is refused with a clear error, not
+// compiled into rules that say nothing.
+func TestARM64Refused(t *testing.T) {
+	fi := &jitdump.FrameInfo{CodeAlign: 4, DataAlign: -8, ReturnAddress: 30, Initial: jitdump.CFAProgram{}.DefCFA(31, 0)}
+	u, err := fi.UnwindingInfo(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromUnwindingInfo(u, 0x1000, 64); err == nil || !strings.Contains(err.Error(), "only x86-64") {
+		t.Errorf("err = %v", err)
+	}
+}

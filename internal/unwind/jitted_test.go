@@ -2,9 +2,11 @@ package unwind
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -59,9 +61,16 @@ func TestCPythonTrampolines(t *testing.T) {
 	}
 	t.Logf("%d trampolines, %d instructions: rules equal the code's", checked, insts)
 
-	// One image per function, as perf inject writes them.
+	checkImages(t, image)
+}
+
+// checkImages puts each function into an ELF image of its own, as perf
+// inject writes them, and checks that OpenELF reads the image as
+// FromUnwindingInfo reads the dump, and that both equal readelf's rows of
+// the image.
+func checkImages(t *testing.T, fns []jitelf.Function) {
 	readelf := fixtures.LookPath(t, "readelf")
-	for _, fn := range image {
+	for _, fn := range fns {
 		var buf bytes.Buffer
 		lay, err := jitelf.Write(&buf, jitelf.Options{}, []jitelf.Function{fn})
 		if err != nil {
@@ -99,6 +108,62 @@ func TestCPythonTrampolines(t *testing.T) {
 			t.Errorf("%s: readelf shows no rows", fn.Name)
 		}
 	}
+}
+
+// node --perf-prof-unwinding-info writes an UNWINDING_INFO for every code
+// object: each compiles (builtins without tables give ErrNoCFI), and the
+// first three of each kind, in images, equal readelf's rows.
+func TestV8UnwindingInfo(t *testing.T) {
+	node := fixtures.LookPath(t, "node")
+	dir := t.TempDir()
+	cmd := exec.Command(node, "--perf-prof", "--perf-prof-unwinding-info", fixtures.Workload(t, "newfunctions.js"))
+	cmd.Dir = dir // node writes ./jit-<pid>.dump
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	dumps, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump"))
+	if len(dumps) != 1 {
+		t.Fatalf("node wrote dumps %q", dumps)
+	}
+	d, err := dumpindex.Read(dumps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var tables, none int
+	kinds := map[string]int{}
+	var image []jitelf.Function
+	for _, fn := range d.Functions {
+		if fn.Unwind == nil {
+			continue
+		}
+		tab, err := FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
+		if errors.Is(err, ErrNoCFI) {
+			none++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", fn.Name, err)
+		}
+		if err := tab.Err(); err != nil {
+			t.Errorf("%s: %v", fn.Name, err)
+		}
+		tables++
+		// The kind: "JS:*", "JS:^", "Builtin:", ...
+		kind, _, _ := strings.Cut(fn.Name, " ")
+		if len(kind) > 4 {
+			kind = kind[:4]
+		}
+		if kinds[kind] < 3 {
+			kinds[kind]++
+			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind})
+		}
+	}
+	t.Logf("%d functions with tables, %d without; %d images of %d kinds", tables, none, len(image), len(kinds))
+	if tables == 0 {
+		t.Fatal("no function has unwinding tables")
+	}
+	checkImages(t, image)
 }
 
 // spRules derives, from the instructions of code at addr, the rule at each
