@@ -523,9 +523,9 @@ func TestParseNSpid(t *testing.T) {
 		{"NSpid:\t1\tx\n", 0, false},
 		{"NSpid:\t99999999999\n", 0, false},
 	} {
-		got, err := parseNSpid([]byte(tc.status))
+		got, err := ParseNSpid([]byte(tc.status))
 		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("parseNSpid(%q) = %d, %v; want %d, ok %v", tc.status, got, err, tc.want, tc.ok)
+			t.Errorf("ParseNSpid(%q) = %d, %v; want %d, ok %v", tc.status, got, err, tc.want, tc.ok)
 		}
 	}
 	// This process, in the test's own pid namespace, has its own pid there.

@@ -152,11 +152,11 @@ func NamespacePid(pid uint32) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseNSpid(status)
+	return ParseNSpid(status)
 }
 
-// parseNSpid finds the last pid of the NSpid line of a /proc/PID/status.
-func parseNSpid(status []byte) (uint32, error) {
+// ParseNSpid finds the last pid of the NSpid line of a /proc/PID/status.
+func ParseNSpid(status []byte) (uint32, error) {
 	for line := range bytes.Lines(status) {
 		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
 		if !ok {
