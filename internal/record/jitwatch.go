@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/jitdump"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/jitsources"
@@ -103,6 +106,8 @@ type tail struct {
 	timesDst string
 	lines    int
 	read     bool // once copy has looked at it
+	dump     bool // copied a whole record at a time
+	next     int64
 }
 
 // WatchJIT starts watching the processes roots and their descendants (every
@@ -477,6 +482,7 @@ func (w *JITWatcher) findDumps(p *watchedProc) {
 			w.fail(err)
 			continue
 		}
+		tl.dump = true
 		if p.dumps == nil {
 			p.dumps = make(map[string]*tail)
 		}
@@ -521,9 +527,12 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64) {
 	if unix.Fstat(int(t.src.Fd()), &st) != nil || st.Size <= t.off {
 		return
 	}
-	start := t.off
-	for t.off < st.Size {
-		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), st.Size-t.off)], t.off)
+	start, size := t.off, st.Size
+	if t.dump {
+		size = t.wholeRecords(size)
+	}
+	for t.off < size {
+		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
 		if n > 0 {
 			if t.out != nil {
 				if _, err := t.out.Write(w.buf[:n]); err != nil {
@@ -548,6 +557,38 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64) {
 	if err := jitsources.AppendTimes(t.times, t.lines, at); err != nil {
 		w.fail(err)
 	}
+}
+
+// wholeRecords returns where the last whole record of t's dump ends within
+// its first size bytes, so that a copy made while the runtime writes ends
+// with a record, as the dump will. A dump whose sizes make no sense is
+// copied as it is.
+func (t *tail) wholeRecords(size int64) int64 {
+	var b [12]byte
+	for t.next+int64(len(b)) <= size {
+		if _, err := t.src.ReadAt(b[:], t.next); err != nil {
+			return t.next
+		}
+		// The header's size is its third field, a record's its second;
+		// the magic says the byte order.
+		var order binary.ByteOrder = binary.LittleEndian
+		if binary.BigEndian.Uint32(b[:]) == jitdump.Magic {
+			order = binary.BigEndian
+		}
+		n, least := order.Uint32(b[4:]), uint32(16)
+		if t.next == 0 {
+			n, least = order.Uint32(b[8:]), 12
+		}
+		if n < least {
+			t.dump = false
+			return size
+		}
+		if t.next+int64(n) > size {
+			break
+		}
+		t.next += int64(n)
+	}
+	return t.next
 }
 
 // stamp returns when a file whose modification time is mtime grew, in
