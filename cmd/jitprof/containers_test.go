@@ -60,6 +60,16 @@ func TestPerfMapReuse(t *testing.T) {
 	}
 	fixtures.CheckCPUShares(t, "jitprof report", truth, shares())
 
+	// An archive carries the times with the map.
+	code, here := jitprof(t, "report", "-q", "-i", data)
+	ar := filepath.Join(t.TempDir(), "rec.tar.gz")
+	if c, _, stderr := jitprofMsg(t, "archive", "-i", data, "-o", ar); c != 0 || code != 0 {
+		t.Fatalf("report: exit %d; archive: exit %d\n%s", code, c, stderr)
+	}
+	if code, there := jitprof(t, "report", "-q", "-i", ar); code != 0 || there != here {
+		t.Errorf("the archive's report (exit %d) differs from the recording's:\n%.1000s\nhere:\n%.1000s", code, there, here)
+	}
+
 	perf, _ := fixtures.SymbolCounts(t, data, "-g", "none")
 	t.Logf("perf report, the map read once: reused_A %d, reused_B %d samples", perf["reused_A"], perf["reused_B"])
 

@@ -24,8 +24,9 @@ import (
 // environment: those files are its doing, and with them beside it the
 // recording at data reads anywhere (the report looks for dumps and maps in
 // the recording's directory). A file already in dir stays; one whose name
-// dir already has is left where it is, with a note. It returns the paths the
-// files have now.
+// dir already has is left where it is, with a note; a perf map the
+// recording's JITWatcher copied whole into dir is removed. It returns the
+// paths the files have now.
 func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 	f, err := perfdata.Open(data)
 	if err != nil {

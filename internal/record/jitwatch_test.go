@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/jitdump"
 )
 
 // mapScript writes a perf map line for a, waits for a line on its input,
@@ -150,4 +152,62 @@ func BenchmarkWatchLook(b *testing.B) {
 		w.look()
 	}
 	b.ReportMetric(float64(len(w.procs)), "processes")
+}
+
+// A dump copied while its runtime writes ends with a whole record: the
+// copy's size is a record boundary at every size the dump had.
+func TestWholeRecords(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := jitdump.NewWriter(&buf, jitdump.Header{Pid: 1, Timestamp: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bounds := []int64{int64(buf.Len())} // the header's end
+	for i, name := range []string{"f", "a longer name", "g"} {
+		if _, err := w.Load(&jitdump.Function{Name: name, Addr: 0x1000 * uint64(i+1), Code: bytes.Repeat([]byte{0xc3}, 10*(i+1))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		bounds = append(bounds, int64(buf.Len()))
+	}
+	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tl := &tail{src: f, dump: true}
+	for size := int64(0); size <= int64(buf.Len()); size++ {
+		want := int64(0)
+		for _, b := range bounds {
+			if b <= size {
+				want = b
+			}
+		}
+		if got := tl.wholeRecords(size); got != want {
+			t.Fatalf("at %d bytes: copy up to %d, want %d (records end at %v)", size, got, want, bounds)
+		}
+	}
+	// Sizes that make no sense: copied as they are.
+	zeros := filepath.Join(t.TempDir(), "jit-2.dump")
+	if err := os.WriteFile(zeros, make([]byte, 64), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z, err := os.Open(zeros)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	bad := &tail{src: z, dump: true}
+	if got := bad.wholeRecords(64); got != 64 || bad.dump {
+		t.Errorf("a dump of zeros: copy up to %d, dump %v", got, bad.dump)
+	}
 }
