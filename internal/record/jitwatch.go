@@ -85,6 +85,7 @@ type watchedProc struct {
 	perfMap    *tail
 	dumps      map[string]*tail // by the path the process sees
 	looks      int              // looks since its markers were last searched
+	uncopied   bool             // its perf map could not be copied
 }
 
 // tmpDir is a mount namespace's /tmp: listed once, then told of new files by
@@ -220,7 +221,7 @@ func (w *JITWatcher) look() {
 		if !p.picked {
 			continue
 		}
-		if p.perfMap == nil {
+		if p.perfMap == nil && !p.uncopied {
 			w.findPerfMap(p)
 		}
 		if t := w.tmps[p.mnt]; t != nil {
@@ -337,6 +338,7 @@ func (w *JITWatcher) findPerfMap(p *watchedProc) {
 	if err != nil {
 		src.Close()
 		w.fail(err)
+		p.uncopied = true // not tried again at every look
 		return
 	}
 	p.perfMap = tl
