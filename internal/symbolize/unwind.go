@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/unwind"
 )
 
@@ -34,7 +35,7 @@ func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
 			return r, false
 		}
 		return t.Lookup(f.Symbol.LoadAddr(f.Addr))
-	case m.Kind == ELF:
+	case m.Kind == ELF || m.Kind == VDSO:
 		m.unwindOnce.Do(func() { m.unwind = s.loadUnwind(m) })
 		if m.unwind == nil {
 			return r, false
@@ -49,11 +50,28 @@ func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
 }
 
 // loadUnwind reads the tables of an ELF file, the recorded one only (its
-// build-id checked as its symbols' are). A file without call frame
-// information is not worth a warning: the frame pointer is followed there,
-// as perf does. Broken entries are.
+// build-id checked as its symbols' are), or of the recorded kernel's vDSO
+// (the copy's, else the running one's if it is the recorded kernel). A file
+// without call frame information is not worth a warning: the frame pointer
+// is followed there, as perf does. Broken entries are.
 func (s *Space) loadUnwind(m *Module) *unwind.Table {
-	t, err := unwind.OpenELF(m.Name, m.BuildID, s.opts.Files.Path)
+	var (
+		t   *unwind.Table
+		err error
+	)
+	switch f := s.opts.Files; {
+	case m.Kind == ELF:
+		t, err = unwind.OpenELF(m.Name, m.BuildID, f.Path)
+	case f != nil && f.VDSO != "":
+		t, err = unwind.OpenELF(f.VDSO, nil, nil)
+	case s.sameKernel:
+		var img []byte
+		if img, err = elfsym.VDSOImage(); err == nil {
+			t, err = unwind.FromELFImage(img, VDSOName)
+		}
+	default:
+		return nil
+	}
 	if err != nil {
 		return nil
 	}

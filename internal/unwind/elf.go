@@ -39,6 +39,22 @@ func OpenELF(path string, buildID []byte, root func(string) string) (*Table, err
 		return nil, fmt.Errorf("unwind: %v", err)
 	}
 	defer f.Close()
+	return fromELF(f, path, buildID, root)
+}
+
+// FromELFImage builds the table of an ELF image in memory, such as the
+// vDSO's, named name in errors. It has no separate debug file.
+func FromELFImage(img []byte, name string) (*Table, error) {
+	f, err := elf.NewFile(bytes.NewReader(img))
+	if err != nil {
+		return nil, fmt.Errorf("unwind: %s: %v", name, err)
+	}
+	return fromELF(f, name, nil, nil)
+}
+
+// fromELF builds the table of f, recorded at path; root, when not nil,
+// finds its separate debug files.
+func fromELF(f *elf.File, path string, buildID []byte, root func(string) string) (*Table, error) {
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("unwind: %s: %v %v is not supported (x86-64 only)", path, f.Class, f.Machine)
 	}
@@ -64,17 +80,19 @@ func OpenELF(path string, buildID []byte, root func(string) string) (*Table, err
 	}
 	add(f, path, ".eh_frame", prioEHFrame)
 	add(f, path, ".debug_frame", prioDebugFrame)
-	for _, name := range elfsym.DebugFiles(path, f) {
-		df, err := elf.Open(root(name))
-		if err != nil {
-			continue
-		}
-		if did := elfsym.BuildID(df); id == nil || bytes.Equal(did, id) {
-			add(df, name, ".debug_frame", prioDebugFile)
+	if root != nil { // an image in memory has no debug file
+		for _, name := range elfsym.DebugFiles(path, f) {
+			df, err := elf.Open(root(name))
+			if err != nil {
+				continue
+			}
+			if did := elfsym.BuildID(df); id == nil || bytes.Equal(did, id) {
+				add(df, name, ".debug_frame", prioDebugFile)
+				df.Close()
+				break
+			}
 			df.Close()
-			break
 		}
-		df.Close()
 	}
 
 	var code []load // executable segments, where FDEs must lie
