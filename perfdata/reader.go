@@ -31,6 +31,14 @@ type Reader struct {
 	// record, for a pass that does not keep records (as encoding/csv's
 	// field of the same name).
 	ReuseRecord bool
+	// ReuseSampleBytes lets a Reader made by NewReader or NewPipeReader
+	// hand out a SAMPLE record's bytes in place, from its read buffer:
+	// they, and the slices of the Sample decoded from them, then hold only
+	// until the next record is read. For a pass over samples that keeps
+	// nothing of them: a DWARF recording's samples carry 8 KiB of stack
+	// each, and copying them out made reading cost twice as much, most
+	// of it in the garbage collector.
+	ReuseSampleBytes bool
 
 	name     string
 	hdr      FileHeader
@@ -47,6 +55,7 @@ type Reader struct {
 	err   error         // sticky: the condition that ended reading
 	chunk []byte        // stream mode: records' bytes are cut from it
 	grown int           // the size of the last chunk: chunks double up to streamBuffer
+	lent  int           // stream mode: bytes of the last record, handed out in place, to discard
 
 	samples  slab[Sample]
 	mmap2s   slab[Mmap2]
@@ -527,6 +536,10 @@ func (r *Reader) nextBytes() ([]byte, error) {
 	if r.src == nil {
 		head = r.data[r.off:min(r.end, int64(len(r.data)))]
 	} else {
+		if r.lent > 0 {
+			r.src.Discard(r.lent) // peeked whole: cannot fall short
+			r.lent = 0
+		}
 		var err error
 		if head, err = r.src.Peek(auxtraceFixed); len(head) < RecordHeaderSize && err != nil && err != io.EOF {
 			return nil, err
@@ -558,6 +571,16 @@ func (r *Reader) nextBytes() ([]byte, error) {
 			return nil, r.cutShort(total, len(head))
 		}
 		b = head[:total:total]
+	} else if r.ReuseSampleBytes && RecordType(le.Uint32(head)) == TypeSample && total <= uint64(r.src.Size()) {
+		var err error
+		if b, err = r.src.Peek(int(total)); err != nil {
+			if err == io.EOF {
+				return nil, r.cutShort(total, len(b))
+			}
+			return nil, err
+		}
+		b = b[:total:total]
+		r.lent = int(total)
 	} else {
 		var err error
 		if b, err = r.readRecord(total); err != nil {

@@ -118,9 +118,9 @@ type Visit func(rec perfdata.Record, offset int64)
 // not markers, and COMM and FORK records, go to visit, if it is not nil; no
 // other record is decoded. Records are reused: visit must copy what it keeps.
 func Scan(r *perfdata.Reader, visit Visit) (*Recording, error) {
-	reuse := r.ReuseRecord
-	r.ReuseRecord = true
-	defer func() { r.ReuseRecord = reuse }()
+	reuse, reuseSamples := r.ReuseRecord, r.ReuseSampleBytes
+	r.ReuseRecord, r.ReuseSampleBytes = true, true // samples are skipped
+	defer func() { r.ReuseRecord, r.ReuseSampleBytes = reuse, reuseSamples }()
 	rec := &Recording{}
 	for {
 		raw, err := r.NextRaw()

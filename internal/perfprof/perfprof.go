@@ -321,7 +321,9 @@ func unitOf(at *perfdata.Attr) string {
 }
 
 func (a *aggregator) read(r *perfdata.Reader) error {
-	r.ReuseRecord = true
+	// add keeps nothing of a sample: its bytes (a DWARF recording's stack
+	// copies) need not be copied out of the read buffer.
+	r.ReuseRecord, r.ReuseSampleBytes = true, true
 	for {
 		raw, err := r.NextRaw()
 		if err == io.EOF {
