@@ -57,13 +57,23 @@ func readEveryWay(t *testing.T, data []byte) {
 	if got, err := rawRecords(ar); fmt.Sprint(got, err) != fmt.Sprint(want, wantErr) {
 		t.Fatalf("through ReaderAt: %d records, %v; in place: %d, %v", len(got), err, len(want), wantErr)
 	}
+	// Samples lent from the read buffer (each used before the next is
+	// read) are the same bytes, and the errors the same.
+	ar, _ = perfdata.NewReader(bytes.NewReader(data), int64(len(data)))
+	ar.ReuseSampleBytes = true
+	if got, err := rawRecords(ar); fmt.Sprint(got, err) != fmt.Sprint(want, wantErr) {
+		t.Fatalf("through ReaderAt, samples lent: %d records, %v; in place: %d, %v", len(got), err, len(want), wantErr)
+	}
 	if br.Header().Pipe() {
-		pr, err := perfdata.NewPipeReader(bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, err := rawRecords(pr); fmt.Sprint(got, err) != fmt.Sprint(want, wantErr) {
-			t.Fatalf("as a stream: %d records, %v; in place: %d, %v", len(got), err, len(want), wantErr)
+		for _, lend := range []bool{false, true} {
+			pr, err := perfdata.NewPipeReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr.ReuseSampleBytes = lend
+			if got, err := rawRecords(pr); fmt.Sprint(got, err) != fmt.Sprint(want, wantErr) {
+				t.Fatalf("as a stream (samples lent %t): %d records, %v; in place: %d, %v", lend, len(got), err, len(want), wantErr)
+			}
 		}
 	}
 	br.BuildIDs()
