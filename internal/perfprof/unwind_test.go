@@ -42,7 +42,7 @@ const (
 
 // The DWARF register numbers and perf's (perf_regs.h) of x86-64.
 const (
-	dwRBP, dwRSP, dwRA = 6, 7, 16
+	dwRBP, dwRSP, dwRA  = 6, 7, 16
 	regBP, regSP, regIP = 6, 7, 8
 )
 
