@@ -173,6 +173,9 @@ type node struct {
 	parent, loc uint32 // the root is node 0, location 0
 }
 
+// pathNode is a node of aggregator.path: its location and id.
+type pathNode struct{ loc, id uint32 }
+
 // stackKey is a distinct sample: a thread and its stack.
 type stackKey struct {
 	pid, tid, comm uint32
@@ -232,8 +235,12 @@ type aggregator struct {
 	commIDs map[string]uint32
 	nodes   []node
 	nodeIDs map[node]uint32
-	stacks  map[stackKey]total
-	ids     []uint32
+	// path is the last stack's nodes from the root, by depth: the next
+	// stack takes them again as far as its locations are the same,
+	// without a lookup in nodeIDs each.
+	path   []pathNode
+	stacks map[stackKey]total
+	ids    []uint32
 
 	samples, kept, jitted int
 	unwound, cutShort     int
@@ -400,7 +407,13 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		a.commIDs[a.comms[commID]] = commID
 	}
 	var leaf uint32
-	for _, loc := range slices.Backward(a.ids) {
+	same := 0
+	for same < len(a.path) && same < len(a.ids) && a.path[same].loc == a.ids[len(a.ids)-1-same] {
+		leaf = a.path[same].id
+		same++
+	}
+	a.path = a.path[:same]
+	for _, loc := range slices.Backward(a.ids[:len(a.ids)-same]) {
 		n := node{leaf, loc}
 		id, ok := a.nodeIDs[n]
 		if !ok {
@@ -409,6 +422,7 @@ func (a *aggregator) add(s *perfdata.Sample) {
 			a.nodeIDs[n] = id
 		}
 		leaf = id
+		a.path = append(a.path, pathNode{loc, id})
 	}
 	key := stackKey{s.Pid, s.Tid, commID, leaf}
 	tot := a.stacks[key]

@@ -132,9 +132,9 @@ func layStack(fr []frame, elfCode uint64, mem []byte) (ip, sp, bp uint64) {
 }
 
 // writeDWARFRecording writes, in dir, the ELF file (nfn functions), the
-// dump (nfn jitted functions) and perf.data with samples of depth frames
-// each, and returns perf.data's path.
-func writeDWARFRecording(t testing.TB, dir string, samples, depth, nfn int) string {
+// dump (nfn jitted functions) and perf.data with samples, sample s of
+// depth(s) frames, and returns perf.data's path.
+func writeDWARFRecording(t testing.TB, dir string, samples, nfn int, depth func(s int) int) string {
 	t.Helper()
 	// push rbp; mov rbp,rsp
 	framed := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
@@ -231,7 +231,7 @@ func writeDWARFRecording(t testing.TB, dir string, samples, depth, nfn int) stri
 	regs := make([]uint64, 20) // the bits of regsMask
 	end := jitdump.Now()
 	for s := range samples {
-		ip, sp, bp := layStack(dwarfStack(s, depth, nfn), elfBase+lay.Offsets[0], mem)
+		ip, sp, bp := layStack(dwarfStack(s, depth(s), nfn), elfBase+lay.Offsets[0], mem)
 		// REGS_USER holds the registers in bit order: bp, sp and ip are
 		// bits 6 to 8, all set below them.
 		regs[regBP], regs[regSP], regs[regIP] = bp, sp, ip
@@ -264,9 +264,18 @@ func stackNames(s *profile.Sample) string {
 // .eh_frame) and frameless jitted ones (their UNWINDING_INFO).
 func TestUnwindSynthetic(t *testing.T) {
 	const samples, nfn = 64, 50
-	for _, depth := range []int{1, 2, 9, 100} {
-		t.Run(fmt.Sprint(depth), func(t *testing.T) {
-			res, err := perfprof.Run(perfprof.Options{Input: writeDWARFRecording(t, t.TempDir(), samples, depth, nfn), PerFunction: true})
+	for _, tc := range []struct {
+		name  string
+		depth func(s int) int
+	}{
+		{"1", func(int) int { return 1 }},
+		{"2", func(int) int { return 2 }},
+		{"100", func(int) int { return 100 }},
+		// Stacks that grow and shrink from one sample to the next.
+		{"1 to 9", func(s int) int { return 1 + s*5%9 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := perfprof.Run(perfprof.Options{Input: writeDWARFRecording(t, t.TempDir(), samples, nfn, tc.depth), PerFunction: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +285,7 @@ func TestUnwindSynthetic(t *testing.T) {
 			want := map[string]int64{}
 			for s := range samples {
 				var names []string
-				for _, f := range dwarfStack(s, depth, nfn) {
+				for _, f := range dwarfStack(s, tc.depth(s), nfn) {
 					names = append(names, f.name())
 				}
 				want[strings.Join(names, ";")]++
@@ -308,7 +317,7 @@ func BenchmarkUnwind(b *testing.B) {
 	const samples, nfn = 2000, 500
 	for _, depth := range []int{8, 64, 200} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			data := writeDWARFRecording(b, b.TempDir(), samples, depth, nfn)
+			data := writeDWARFRecording(b, b.TempDir(), samples, nfn, func(int) int { return depth })
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			mallocs := ms.Mallocs
