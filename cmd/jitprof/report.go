@@ -247,6 +247,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f.Float64Var(&limit, "percent-limit", 0, "hide entries below this percentage of the samples")
 	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
+	f.BoolVar(&samples.opts.NoInline, "no-inline", false, "count the methods a JIT inlined (JITPROF_INLINE records) to the function that holds their code, as perf report --no-inline does")
 	return cmd
 }
 

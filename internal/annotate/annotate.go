@@ -74,7 +74,7 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 		if len(loc.Line) == 0 {
 			continue
 		}
-		fn := loc.Line[0].Function
+		fn := loc.Line[len(loc.Line)-1].Function // the function that holds the code, not a method inlined into it
 		if fn.Name != symbol && fn.SystemName != symbol {
 			if strings.Contains(fn.Name, symbol) && !slices.Contains(near, fn.Name) {
 				near = append(near, fn.Name)

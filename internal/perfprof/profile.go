@@ -149,14 +149,17 @@ func (a *aggregator) result() (*Result, error) {
 		if fn.Filename == "" {
 			fn.Filename = strings.Clone(file)
 		}
+		// pprof lists a location's inlined functions innermost first, the
+		// function that holds the code last.
+		for _, in := range slices.Backward(a.inlineChain(fr)) {
+			l := profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
+			if a.perFunction {
+				l.Line = 0
+			}
+			loc.Line = append(loc.Line, l)
+		}
 		if a.perFunction {
 			line = 0 // the location stands for every line of the function
-		} else if jit := fr.Symbol.JIT; jit != nil {
-			// pprof lists a location's inlined functions innermost first,
-			// the function that holds the code last.
-			for _, in := range slices.Backward(jit.InlineChain(fr.Symbol.LoadAddr(fr.Addr))) {
-				loc.Line = append(loc.Line, profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)})
-			}
 		}
 		loc.Line = append(loc.Line, profile.Line{Function: fn, Line: int64(line)})
 	}

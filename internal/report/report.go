@@ -4,9 +4,10 @@
 // ([Folded]), and a page with an interactive flame graph ([HTML]).
 //
 // The profile follows jitprof's conventions: sample value 0 counts samples
-// and value 1, when present, is the event's period; locations are leaf first
-// with at most one line each; a location without a line is an unresolved
-// address; Mapping.File names the module; each sample carries the labels
+// and value 1, when present, is the event's period; locations are leaf first;
+// a location's lines are frames, innermost first, as pprof models inlining
+// (the methods a JIT inlined, then the function that holds the code); a
+// location without a line is an unresolved address; Mapping.File names the module; each sample carries the labels
 // "comm" (string) and "pid" (numeric). A sample without locations counts as
 // one unresolved frame in an unknown module, a sample without labels as
 // command "[unknown]" and pid -1.
@@ -266,7 +267,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 	b := builder{
 		m:      m,
 		byID:   make([]located, len(p.Location)+1),
-		locs:   make(map[*profile.Location]int32),
+		locs:   make(map[*profile.Location][]int32),
 		frames: make(map[[2]string]int32),
 		syms:   make(map[string]int32),
 		mods:   make(map[string]int32),
@@ -286,7 +287,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 		}
 		start := len(stacks)
 		for _, l := range s.Location {
-			stacks = append(stacks, b.location(l))
+			stacks = append(stacks, b.location(l)...)
 		}
 		if len(s.Location) == 0 {
 			stacks = append(stacks, b.frame(unknown, unknown, "", false, false))
@@ -318,32 +319,32 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 // A builder interns what the model's samples refer to.
 type builder struct {
 	m      *model
-	byID   []located                   // by location ID
-	locs   map[*profile.Location]int32 // for IDs byID does not hold
-	frames map[[2]string]int32         // by name and module
+	byID   []located                     // by location ID
+	locs   map[*profile.Location][]int32 // for IDs byID does not hold
+	frames map[[2]string]int32           // by name and module
 	syms   map[string]int32
 	mods   map[string]int32
 	comms  map[string]int32
 }
 
-// A located is a location and its frame.
+// A located is a location and its frames.
 type located struct {
-	loc   *profile.Location
-	frame int32
+	loc    *profile.Location
+	frames []int32
 }
 
-// location returns the frame of l. Profiles number their locations from 1
-// up, which makes the ID an index cheaper than a map lookup by pointer;
-// the map serves profiles numbered otherwise.
-func (b *builder) location(l *profile.Location) int32 {
+// location returns the frames of l, innermost first. Profiles number their
+// locations from 1 up, which makes the ID an index cheaper than a map lookup
+// by pointer; the map serves profiles numbered otherwise.
+func (b *builder) location(l *profile.Location) []int32 {
 	if l.ID < uint64(len(b.byID)) {
 		slot := &b.byID[l.ID]
 		if slot.loc == l {
-			return slot.frame
+			return slot.frames
 		}
 		if slot.loc == nil {
 			*slot = located{l, b.resolve(l)}
-			return slot.frame
+			return slot.frames
 		}
 	}
 	f, ok := b.locs[l]
@@ -354,23 +355,26 @@ func (b *builder) location(l *profile.Location) int32 {
 	return f
 }
 
-// resolve returns the frame of the function or address at l.
-func (b *builder) resolve(l *profile.Location) int32 {
+// resolve returns the frames of the function or address at l: with
+// inlining, the inlined functions innermost first, then the function the
+// address is in.
+func (b *builder) resolve(l *profile.Location) []int32 {
 	module := unknown
 	if l.Mapping != nil && l.Mapping.File != "" {
 		module = path.Base(l.Mapping.File)
 	}
-	name, file := unknown, ""
-	// With inlining the last line is the function the address is in.
-	if len(l.Line) > 0 {
-		if fn := l.Line[len(l.Line)-1].Function; fn != nil {
-			name = cmp.Or(fn.Name, fn.SystemName, unknown)
-			file = fn.Filename
-		}
-	}
 	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
 	jit := perfprof.IsJIT(l.Mapping)
-	return b.frame(name, module, file, kernel, jit)
+	var frames []int32
+	for _, line := range l.Line {
+		if fn := line.Function; fn != nil {
+			frames = append(frames, b.frame(cmp.Or(fn.Name, fn.SystemName, unknown), module, fn.Filename, kernel, jit))
+		}
+	}
+	if len(frames) == 0 {
+		frames = append(frames, b.frame(unknown, module, "", kernel, jit))
+	}
+	return frames
 }
 
 func (b *builder) frame(name, module, file string, kernel, jit bool) int32 {
