@@ -259,7 +259,7 @@ func TestJVMTIInline(t *testing.T) {
 		}
 	}
 
-	js := jfrShares(jfrCounts)
+	js := shares(jfrCounts)
 	t.Logf("main thread %d: %d JFR samples in compiled code; jitprof %d samples", mainTid, sum(jfrCounts), sum(ours))
 	if off := worstDiff(t, "inlined", shares(ours), js, 8); len(off) > 0 {
 		t.Errorf("per-method shares differ from JFR's by more than 8 points: %s", strings.Join(off, "; "))
@@ -371,8 +371,6 @@ type callNode struct {
 	Symbol  string
 	Callers []*callNode
 }
-
-func jfrShares(c map[string]int) map[string]float64 { return shares(c) }
 
 func sum[N int | int64](m map[string]N) N {
 	var s N

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
@@ -346,7 +347,11 @@ func TestJVMTIProfile(t *testing.T) {
 					continue
 				}
 				own += n
-				if l := leaf.Line[0]; l.Line > 0 && strings.HasSuffix(l.Function.Filename, ".java") {
+				// The line of the innermost frame with a source file: a
+				// method inlined without a line table (a lambda's hidden
+				// class) has neither, and its caller's line is the code's.
+				i := slices.IndexFunc(leaf.Line, func(l profile.Line) bool { return l.Function.Filename != "" })
+				if i >= 0 && leaf.Line[i].Line > 0 && strings.HasSuffix(leaf.Line[i].Function.Filename, ".java") {
 					ownLines += n
 				}
 			}
