@@ -211,9 +211,9 @@ func TestJVMTIInline(t *testing.T) {
 	// pprof: shares, and the inlined methods' callers with their lines.
 	putLine, hexLine := int64(fixtures.WorkloadLine(t, "Inline.java", "map.put(")), int64(fixtures.WorkloadLine(t, "Inline.java", "Integer.toHexString("))
 	ours := map[string]int64{}
-	leafPutVal := int64(0)   // samples of any thread whose innermost frame is putVal
-	underMapWork := int64(0) // ... with put and mapWork above it
-	chains := map[string][2]int64{}
+	leafPutVal := int64(0)          // samples of any thread whose innermost frame is putVal
+	underMapWork := int64(0)        // ... with put and mapWork above it
+	chains := map[string][4]int64{} // samples, under the caller, in mapWork, at its line
 	for _, s := range p.Sample {
 		n := s.Value[0]
 		fs := sampleFrames(s)
@@ -228,8 +228,9 @@ func TestJVMTIInline(t *testing.T) {
 		if len(fs) > 0 && fs[0].name == putVal {
 			leafPutVal += n
 		}
-		// Where an inlined putVal or toUnsignedString0 is, its callers
-		// with their lines: HashMap.put, then mapWork at its call.
+		// Where an inlined putVal or toUnsignedString0 is, with its line:
+		// its caller with its line, and where that is mapWork (not code
+		// the JVM ran before, such as JFR's start), mapWork at the call.
 		for _, c := range []struct {
 			name, caller, file string
 			line               int64
@@ -238,24 +239,27 @@ func TestJVMTIInline(t *testing.T) {
 			if i < 0 {
 				continue
 			}
-			ok := i+2 < len(fs) && fs[i].file == c.file && fs[i].line > 0 && fs[i+1].name == c.caller && fs[i+1].file == c.file &&
-				fs[i+1].line > 0 && fs[i+2].name == mapWork && fs[i+2].file == "Inline.java" && fs[i+2].line == c.line
 			got := chains[c.name]
 			got[0] += n
-			if ok {
+			if i+1 < len(fs) && fs[i].file == c.file && fs[i].line > 0 && fs[i+1].name == c.caller && fs[i+1].file == c.file && fs[i+1].line > 0 {
 				got[1] += n
 			} else if got[0]-got[1] <= 3*n {
 				t.Logf("%s inlined, frames %+v", demangle.Name(c.name), fs)
 			}
+			if i+2 < len(fs) && fs[i+2].name == mapWork {
+				got[2] += n
+				if fs[i+2].file == "Inline.java" && fs[i+2].line == c.line {
+					got[3] += n
+				}
+			}
 			chains[c.name] = got
 		}
 	}
-	for name, c := range chains {
-		t.Logf("%d samples in an inlined %s, %d of them under its caller and mapWork at the line of the call", c[0], demangle.Name(name), c[1])
-	}
 	for _, name := range []string{putVal, toUnsigned} {
-		if c := chains[name]; c[0] < 50 || c[1]*100 < c[0]*95 {
-			t.Errorf("%s inlined: %d of %d samples under its caller and mapWork at the call's line", demangle.Name(name), c[1], c[0])
+		c := chains[name]
+		t.Logf("%d samples in an inlined %s, %d under its caller, both with lines; %d of them in mapWork, %d at the line of the call", c[0], demangle.Name(name), c[1], c[2], c[3])
+		if c[1]*100 < c[0]*95 || c[2] < 50 || c[3] != c[2] {
+			t.Errorf("%s inlined: %d samples, %d under its caller with lines, %d in mapWork, %d at the call's line", demangle.Name(name), c[0], c[1], c[2], c[3])
 		}
 	}
 
@@ -263,9 +267,6 @@ func TestJVMTIInline(t *testing.T) {
 	t.Logf("main thread %d: %d JFR samples in compiled code; jitprof %d samples", mainTid, sum(jfrCounts), sum(ours))
 	if off := worstDiff(t, "inlined", shares(ours), js, 8); len(off) > 0 {
 		t.Errorf("per-method shares differ from JFR's by more than 8 points: %s", strings.Join(off, "; "))
-	}
-	if shares(ours)[putVal] < 5 {
-		t.Errorf("HashMap.putVal has %.1f%% of the samples; JFR %.1f%%", shares(ours)[putVal], js[putVal])
 	}
 
 	// Folded stacks, JSON and its call graph: the same samples under the
