@@ -47,7 +47,7 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording, or an archive jitprof archive wrote")
 	f.StringArrayVar(&s.opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
-	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files not in /tmp (repeatable)")
+	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files, before /tmp (repeatable)")
 	f.StringVar(&s.opts.Event, "event", "", "the event to report, as perf evlist names it (default the first)")
 	f.UintSliceVar(&s.pids, "pid", nil, "only samples of these process ids")
 	f.UintSliceVar(&s.tids, "tid", nil, "only samples of these thread ids")

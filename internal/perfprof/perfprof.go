@@ -23,6 +23,7 @@ import (
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -84,6 +85,11 @@ type Result struct {
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
+	// Unwound counts the kept samples whose user stacks were unwound
+	// from the registers and stack copy they hold (--call-graph dwarf),
+	// CutShort those whose unwinding ran past the copy's end: their
+	// outermost callers are missing.
+	Unwound, CutShort int
 	// Stripped are the stripped ELF files (elfsym.Table.Stripped) on
 	// which kept samples landed without a name, the most first.
 	Stripped []Stripped
@@ -240,7 +246,9 @@ type aggregator struct {
 	ids     []uint32
 
 	samples, kept, jitted int
+	unwound, cutShort     int
 	lost                  uint64
+	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
 	first, last           uint64
 }
 
@@ -301,6 +309,14 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 	}
 	if len(a.attrs) == 0 {
 		return nil, fmt.Errorf("%s has no event %q; it has %s", opts.Input, opts.Event, strings.Join(slices.Compact(names), ", "))
+	}
+	for at := range a.attrs {
+		if at.SampleType&perfdata.SampleStackUser != 0 {
+			if a.unwinder, err = newUnwinder(r, space); err != nil {
+				return nil, fmt.Errorf("%s: %w", opts.Input, err)
+			}
+			break
+		}
 	}
 	return a, nil
 }
@@ -363,24 +379,10 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	}
 
 	a.ids = a.ids[:0]
-	kernel := s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel
-	if s.Attr.SampleType&perfdata.SampleCallchain == 0 || len(s.Callchain) == 0 {
-		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel))
+	if a.unwinder != nil && s.Attr.SampleType&perfdata.SampleStackUser != 0 {
+		a.unwind(s, t)
 	} else {
-		leaf := true
-		for _, pc := range s.Callchain {
-			if pc >= perfdata.ContextMax {
-				kernel = pc == perfdata.ContextKernel
-				continue
-			}
-			// A caller's address is where its call returns to: the
-			// call is the instruction before.
-			if !leaf {
-				pc--
-			}
-			leaf = false
-			a.ids = append(a.ids, a.locate(s.Pid, pc, t, kernel))
-		}
+		a.callchain(s, t)
 	}
 	if len(a.ids) == 0 {
 		return
@@ -391,6 +393,12 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	a.kept++
 	if a.frames[a.ids[0]-1].Symbol.JIT != nil {
 		a.jitted++
+	}
+	if u := a.unwinder; u != nil && u.walked {
+		a.unwound++
+		if u.stop == unwind.StopCutShort {
+			a.cutShort++
+		}
 	}
 	a.first, a.last = min(a.first, t), max(a.last, t)
 
@@ -420,6 +428,34 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		tot.period += int64(s.Period)
 	}
 	a.stacks[key] = tot
+}
+
+// callchain turns the sample's callchain, as the kernel walked it, into
+// locations; without one, its ip.
+func (a *aggregator) callchain(s *perfdata.Sample, t uint64) {
+	kernel := s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel
+	if s.Attr.SampleType&perfdata.SampleCallchain == 0 || len(s.Callchain) == 0 {
+		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel))
+		return
+	}
+	for _, pc := range s.Callchain {
+		if pc >= perfdata.ContextMax {
+			kernel = pc == perfdata.ContextKernel
+			continue
+		}
+		a.addCaller(s.Pid, pc, t, kernel)
+	}
+}
+
+// addCaller adds the location of a frame at pc, called from the frames
+// added before.
+func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
+	// A caller's address is where its call returns to: the call is the
+	// instruction before.
+	if len(a.ids) > 0 {
+		pc--
+	}
+	a.ids = append(a.ids, a.locate(pid, pc, t, kernel))
 }
 
 // locate returns the id of the location of pc.

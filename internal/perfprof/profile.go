@@ -26,6 +26,13 @@ const (
 	VDSOFile   = symbolize.VDSOName
 )
 
+// InferredSuffix ends the name of an inlined frame that the runtime did not
+// record but jitprof worked out from source positions (V8's: see
+// dumpindex.InlineFrame.Inferred), in every output, so that it is never
+// taken for the runtime's word. SystemName carries it too: the runtime
+// gave no name of its own for such a frame.
+const InferredSuffix = " [inferred]"
+
 // perfMapName is how perf tells a perf map: perf-<pid>.map.
 var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
 
@@ -107,13 +114,18 @@ func (a *aggregator) result() (*Result, error) {
 	type inlineKey struct {
 		module     *symbolize.Module
 		name, file string
+		inferred   bool
 	}
 	inlines := make(map[inlineKey]*profile.Function)
 	inlined := func(m *symbolize.Module, in dumpindex.InlineFrame) *profile.Function {
-		key := inlineKey{m, in.Name, in.File}
+		key := inlineKey{m, in.Name, in.File, in.Inferred}
 		fn := inlines[key]
 		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: demangle.Name(strings.Clone(in.Name)), SystemName: strings.Clone(in.Name), Filename: strings.Clone(in.File)}
+			name := demangle.Name(strings.Clone(in.Name))
+			if in.Inferred {
+				name += InferredSuffix
+			}
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: strings.Clone(in.File)}
 			inlines[key] = fn
 			p.Function = append(p.Function, fn)
 		}
@@ -166,7 +178,7 @@ func (a *aggregator) result() (*Result, error) {
 
 	res := &Result{
 		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
 	a.names = nil

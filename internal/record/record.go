@@ -115,6 +115,7 @@ type session struct {
 	watcher chan struct{} // closed when the watcher has ended
 	goAhead *os.File      // the command's go-ahead
 	wake    int           // eventfd that interrupts poll
+	jit     *JITWatcher
 }
 
 // Run records until the command ends, the processes exit, Duration passes
@@ -195,6 +196,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return s.fail(err)
 	}
 
+	roots := o.Pids
+	if s.cmd != nil {
+		roots = []int{s.cmd.Process.Pid}
+	}
+	s.jit = WatchJIT(filepath.Dir(o.Output), roots, note)
+
 	begin := time.Now()
 	stop := s.watch(ctx)
 	if s.cmd != nil {
@@ -210,6 +217,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err == nil {
 		err = s.drain()
+	}
+	if _, jerr := s.jit.Stop(); jerr != nil {
+		note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
 	}
 	s.res.Elapsed = time.Since(begin)
 	if err != nil {
@@ -469,6 +479,9 @@ func (s *session) release() {
 	}
 	if s.goAhead != nil {
 		s.goAhead.Close() // the command never starts
+	}
+	if s.jit != nil {
+		s.jit.Stop()
 	}
 	if s.cmd != nil {
 		if s.cmdDone == nil {

@@ -430,6 +430,30 @@ func TestBuild(t *testing.T) {
 		},
 		warns: []string{"1 lines of"},
 	}, {
+		// A runtime reused 0x30001000 at 100 and 200: each line holds from
+		// when jitprof record saw it appear, parts of a larger one outside
+		// a later one included; before its first time an address has no name.
+		name: "a perf map's lines hold from when they appeared",
+		records: []perfdata.Record{
+			mmap(p1, 10, 0x30000000, 0x10000, "//anon"),
+		},
+		files: map[string]string{
+			"perf-4194305.map":       "30001000 100 a\n30003000 10 early\n30001000 40 b\n30001000 20 c\n",
+			"perf-4194305.map.times": "1 0\n2 50\n3 100\n4 200\n",
+		},
+		opts: Options{PerfMapDirs: []string{"$DIR"}},
+		samples: []sample{
+			{p1, 0x30001010, 20, "a@perf-4194305.map"},
+			{p1, 0x30001010, 99, "a@perf-4194305.map"},
+			{p1, 0x30001010, 100, "b@perf-4194305.map"},
+			{p1, 0x30001030, 150, "b@perf-4194305.map"},
+			{p1, 0x30001050, 150, "a@perf-4194305.map"},
+			{p1, 0x30001010, 200, "c@perf-4194305.map"},
+			{p1, 0x30001030, 250, "b@perf-4194305.map"},
+			{p1, 0x30003000, 49, "@//anon"},
+			{p1, 0x30003000, 50, "early@perf-4194305.map"},
+		},
+	}, {
 		name: "a runtime in another pid namespace",
 		records: []perfdata.Record{
 			marker(p1, 100, "$DIR/jit-7.dump"),
