@@ -364,7 +364,7 @@ func (b *builder) resolve(l *profile.Location) int32 {
 	// With inlining the last line is the function the address is in.
 	if len(l.Line) > 0 {
 		if fn := l.Line[len(l.Line)-1].Function; fn != nil {
-			name = cmp.Or(fn.Name, fn.SystemName, unknown)
+			name = cmp.Or(perfprof.PerfName(fn), unknown)
 			file = fn.Filename
 		}
 	}
