@@ -103,7 +103,7 @@ func (a *aggregator) result() (*Result, error) {
 		start  uint64
 	}
 	functions := make(map[functionKey]*profile.Function)
-	startColumns := make(map[*profile.Function]int64) // of the functions whose name gives one
+	startColumns := make(map[*profile.Function]int64)  // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
