@@ -95,14 +95,16 @@ func splitV8(raw string) (sourceName, bool) {
 	return sn, true
 }
 
-// cutNumber cuts ":N" off the end of s.
+// cutNumber cuts ":N" off the end of s, N a line or column number as V8
+// writes them: from 1, in decimal digits.
 func cutNumber(s string) (string, int64, bool) {
 	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
+	digits := s[i+1:]
+	if i < 0 || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
 		return "", 0, false
 	}
-	n, err := strconv.ParseInt(s[i+1:], 10, 64)
-	if err != nil || n < 0 || s[i+1] == '+' {
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
 		return "", 0, false
 	}
 	return s[:i], n, true
@@ -138,7 +140,8 @@ func splitCPython(raw string) (sourceName, bool) {
 		return sourceName{}, false
 	}
 	qual, file, ok := strings.Cut(rest, ":")
-	if !ok || qual == "" {
+	if !ok || qual == "" || strings.HasPrefix(file, ":") { // a C++ name, py::a::b
+
 		return sourceName{}, false
 	}
 	return sourceName{name: raw[:len(prefix)+len(qual)], file: file}, true
