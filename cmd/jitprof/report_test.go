@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -321,3 +322,177 @@ func TestAnnotateAgainstPerf(t *testing.T) {
 		t.Errorf("an unknown function: exit %d, want 1", code)
 	}
 }
+
+// demoData is the recording of minijit the repository holds, with call
+// chains, beside its dump.
+const demoData = "../../testdata/demo/perf.data"
+
+// TestCallGraphOrderFlags: perf report's spellings of the call graph order
+// give the same reports; -g alone is the order of a report without
+// --call-graph's value; a chain of one branch reads the same both ways,
+// reversed; what is not an order is refused before the recording is read.
+func TestCallGraphOrderFlags(t *testing.T) {
+	report := func(args ...string) string {
+		t.Helper()
+		code, out := jitprof(t, append([]string{"report", "-q", "-i", demoData}, args...)...)
+		if code != 0 {
+			t.Fatalf("report %q: exit %d", args, code)
+		}
+		return out
+	}
+	for _, same := range [][][]string{
+		{{"-g", "caller"}, {"--call-graph=caller"}, {"-g=caller"}, {"--call-graph", "caller"}},
+		{{"-g"}, {"-g", "graph"}, {"-g", "callee"}, {"--call-graph"}},
+		{{"--children", "-g"}, {"--children", "-g", "caller"}},
+	} {
+		want := report(same[0]...)
+		for _, args := range same[1:] {
+			if got := report(args...); got != want {
+				t.Errorf("report %q differs from report %q:\n%s\n---\n%s", args, same[0], got, want)
+			}
+		}
+	}
+
+	// With no branch hidden, a graph of one chain is every stack of its entry.
+	callee, caller := perfGraphs(report("-g", "--graph-limit", "0")), perfGraphs(report("-g", "caller", "--graph-limit", "0"))
+	chains := 0
+	for entry, g := range callee {
+		if len(g) < 3 || strings.TrimSpace(g[0]) != "|" || strings.Contains(strings.Join(g, "\n"), "%--") {
+			continue // a graph with branches
+		}
+		chain := func(g []string) []string {
+			var c []string
+			for _, l := range g[1:] {
+				c = append(c, strings.TrimPrefix(strings.TrimSpace(l), "---"))
+			}
+			return c
+		}
+		want := chain(g)
+		slices.Reverse(want)
+		if got := chain(caller[entry]); !slices.Equal(got, want) {
+			t.Errorf("%s: caller order %q, want the callee order reversed, %q", entry, got, want)
+		}
+		chains++
+	}
+	t.Logf("%d entries with a graph of one chain", chains)
+	if chains == 0 {
+		t.Error("no entry has a call graph of one chain")
+	}
+
+	for _, args := range [][]string{{"-g", "callers"}, {"--call-graph=graph,0.5,caller"}, {"caller"}, {"-g", "caller", "extra"}} {
+		if code, _ := jitprof(t, append([]string{"report", "-q", "-i", "/nonexistent"}, args...)...); code != 2 {
+			t.Errorf("report %q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// perfEntry is a line of perf report --stdio that starts an entry: its
+// percentages, samples and keys, the symbol after "[.] " or "[k] ".
+var perfEntry = regexp.MustCompile(`^\s+[\d.]+%\s+(?:[\d.]+%\s+)?\d+\s+(.*\[[.k]\] .*)$`)
+
+// perfGraphs splits a report that perf report --stdio -n or jitprof report
+// printed into the call graph lines of each entry, ends of lines trimmed,
+// by the entry's keys (spaces between them made one). An entry that
+// appears twice, as perf lists a function loaded twice, is left out.
+func perfGraphs(text string) map[string][]string {
+	graphs := make(map[string][]string)
+	twice := make(map[string]bool)
+	key := ""
+	for l := range strings.Lines(text) {
+		l = strings.TrimRight(l, " \n")
+		switch m := perfEntry.FindStringSubmatch(l); {
+		case strings.HasPrefix(l, "#"):
+		case m != nil:
+			key = strings.Join(strings.Fields(m[1]), " ")
+			if _, ok := graphs[key]; ok {
+				twice[key] = true
+			}
+			graphs[key] = []string{}
+		case l == "":
+			key = ""
+		case key != "":
+			graphs[key] = append(graphs[key], l)
+		}
+	}
+	for k := range twice {
+		delete(graphs, k)
+	}
+	return graphs
+}
+
+// TestCallGraphOrderAgainstPerf: on a recording of LLVM's JIT with call
+// chains, after jitprof inject, every entry whose callee-ordered graph
+// jitprof prints as perf report does (no unresolved frame, which perf
+// lists by address and jitprof by module) has its caller-ordered graph
+// printed as perf report -g caller prints it, line for line.
+func TestCallGraphOrderAgainstPerf(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.LLVM, "-g")
+	injected := filepath.Join(t.TempDir(), "perf.jit.data")
+	if code, out := jitprof(t, "inject", "-q", "-i", rec.PerfData, "-o", injected); code != 0 {
+		t.Fatalf("inject: exit %d\n%s", code, out)
+	}
+	// perf's default sort: with --sort sym alone, perf 6.1's caller order
+	// leaves out each chain's outermost frame.
+	// perf names the module of jitted code after inject's image,
+	// jitprof-PID.so, where jitprof names the dump.
+	image := regexp.MustCompile(`jitprof-(\d+)\.so`)
+	perfGraph := func(order string) map[string][]string {
+		out := fixtures.Perf(t, "report", "-i", injected, "--stdio", "--no-children", "-n", "-g", order)
+		return perfGraphs(image.ReplaceAllString(string(out), "jit-$1.dump"))
+	}
+	ours := func(order string) map[string][]string {
+		code, out := jitprof(t, "report", "-q", "-i", rec.PerfData, "-g", order)
+		if code != 0 {
+			t.Fatalf("report -g %s: exit %d", order, code)
+		}
+		return perfGraphs(out)
+	}
+	perfCallee, perfCaller := perfGraph("callee"), perfGraph("caller")
+	ourCallee, ourCaller := ours("callee"), ours("caller")
+	compared, jitted := 0, false
+	for entry, g := range ourCallee {
+		text := strings.Join(slices.Concat(g, ourCaller[entry]), "\n")
+		if len(g) == 0 || strings.Contains(text, unknownFrame) || !slices.Equal(g, perfCallee[entry]) {
+			if strings.HasSuffix(entry, ".dump [.] fib") {
+				t.Logf("%s, -g callee:\njitprof\n%s\nperf\n%s", entry, strings.Join(g, "\n"), strings.Join(perfCallee[entry], "\n"))
+			}
+			continue
+		}
+		got, want := ourCaller[entry], perfCaller[entry]
+		if !slices.Equal(frameNames(got), frameNames(want)) {
+			// A frame the two name differently (ld.so's entry is _start to
+			// jitprof, _dl_start_user to perf) that the callee order hid
+			// below the limit.
+			continue
+		}
+		compared++
+		jitted = jitted || strings.HasSuffix(entry, ".dump [.] fib")
+		if !slices.Equal(got, want) {
+			t.Errorf("%s, -g caller:\njitprof\n%s\nperf\n%s", entry, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	t.Logf("%d entries compared of %d with call graphs", compared, len(ourCallee))
+	if compared < 3 || !jitted {
+		t.Errorf("%d entries compared, jitted fib among them: %v; want 3 or more, fib included", compared, jitted)
+	}
+}
+
+// frameNames returns the names of the frames in the lines of a call graph,
+// sorted, without repeats.
+func frameNames(graph []string) []string {
+	var names []string
+	for _, l := range graph {
+		l = strings.TrimLeft(l, " |-")
+		if _, name, ok := strings.Cut(l, "%--"); ok {
+			l = name
+		}
+		if l != "" {
+			names = append(names, l)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// unknownFrame is how jitprof names an unresolved frame in a call graph.
+const unknownFrame = "[unknown]"
