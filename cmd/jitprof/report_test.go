@@ -452,14 +452,14 @@ func TestCallGraphOrderAgainstPerf(t *testing.T) {
 	compared, jitted := 0, false
 	for entry, g := range ourCallee {
 		text := strings.Join(slices.Concat(g, ourCaller[entry]), "\n")
-		if len(g) == 0 || strings.Contains(text, unknownFrame) || !slices.Equal(g, perfCallee[entry]) {
+		if len(g) == 0 || strings.Contains(text, unknownFrame) || !slices.Equal(graphPaths(g), graphPaths(perfCallee[entry])) {
 			if strings.HasSuffix(entry, ".dump [.] fib") {
 				t.Logf("%s, -g callee:\njitprof\n%s\nperf\n%s", entry, strings.Join(g, "\n"), strings.Join(perfCallee[entry], "\n"))
 			}
 			continue
 		}
 		got, want := ourCaller[entry], perfCaller[entry]
-		if !slices.Equal(frameNames(got), frameNames(want)) {
+		if !slices.Equal(frameNames(got, g), frameNames(want, perfCallee[entry])) {
 			// A frame the two name differently (ld.so's entry is _start to
 			// jitprof, _dl_start_user to perf) that the callee order hid
 			// below the limit.
@@ -467,7 +467,7 @@ func TestCallGraphOrderAgainstPerf(t *testing.T) {
 		}
 		compared++
 		jitted = jitted || strings.HasSuffix(entry, ".dump [.] fib")
-		if !slices.Equal(got, want) {
+		if !slices.Equal(graphPaths(got), graphPaths(want)) {
 			t.Errorf("%s, -g caller:\njitprof\n%s\nperf\n%s", entry, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
@@ -477,11 +477,61 @@ func TestCallGraphOrderAgainstPerf(t *testing.T) {
 	}
 }
 
-// frameNames returns the names of the frames in the lines of a call graph,
-// sorted, without repeats.
-func frameNames(graph []string) []string {
-	var names []string
+// graphPaths returns a call graph as perf report --stdio draws it as the
+// path from its top of each frame, with the percentage of the branch it is
+// in, sorted: graphs that differ only in the order of branches of equal
+// value (perf and jitprof break such ties differently) give the same.
+func graphPaths(graph []string) []string {
+	type node struct {
+		col   int // where its names start
+		path  string
+		value string
+	}
+	var stack []node
+	var paths []string
 	for _, l := range graph {
+		col := len(l) - len(strings.TrimLeft(l, " |"))
+		text := l[col:]
+		switch {
+		case text == "":
+			continue
+		case strings.HasPrefix(text, "---"): // the trunk
+			col += len("---")
+			stack = []node{{col: col, value: "trunk"}}
+			text = text[len("---"):]
+		case strings.HasPrefix(text, "--"): // a branch, drawn from its parent's column
+			value, name, _ := strings.Cut(text[len("--"):], "--")
+			for len(stack) > 0 && stack[len(stack)-1].col >= col {
+				stack = stack[:len(stack)-1]
+			}
+			parent := ""
+			if len(stack) > 0 {
+				parent = stack[len(stack)-1].path
+			}
+			col += len("--" + value + "--")
+			stack = append(stack, node{col: col, path: parent, value: value})
+			text = name
+		default: // the next frame of the node whose names start here
+			for len(stack) > 0 && stack[len(stack)-1].col > col {
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) == 0 {
+			return append(paths, "unparsed: "+l)
+		}
+		top := &stack[len(stack)-1]
+		top.path += ";" + text
+		paths = append(paths, top.value+" "+top.path)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// frameNames returns the names of the frames in the lines of call graphs,
+// sorted, without repeats.
+func frameNames(graphs ...[]string) []string {
+	var names []string
+	for _, l := range slices.Concat(graphs...) {
 		l = strings.TrimLeft(l, " |-")
 		if _, name, ok := strings.Cut(l, "%--"); ok {
 			l = name

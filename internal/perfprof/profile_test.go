@@ -101,7 +101,7 @@ func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
 		recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: chain[0], Pid: synthPid, Tid: synthPid,
 			Time: now, Period: 1, Callchain: append([]uint64{perfdata.ContextUser}, chain...)})
 	}
-	sample(loader+0x10)
+	sample(loader + 0x10)
 	for i := range synthFunctions {
 		sample(jitBase+0x100*uint64(i), program+0x1005)
 	}

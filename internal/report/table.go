@@ -31,7 +31,7 @@ type table struct {
 	keys      []sortKey
 	by        [len(sortKeyNames)]bool
 	children  bool
-	outward   bool // call graphs go from the entry to its callers (callee order)
+	outward   bool     // call graphs go from the entry to its callers (callee order)
 	min       float64  // Options.MinPercent
 	graphMin  float64  // Options.GraphMinPercent
 	sampleKey []uint32 // by sample: the high half of its keys
