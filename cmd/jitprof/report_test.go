@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -546,3 +547,131 @@ func frameNames(graphs ...[]string) []string {
 
 // unknownFrame is how jitprof names an unresolved frame in a call graph.
 const unknownFrame = "[unknown]"
+
+// TestPprofNamesAgainstV8: jitprof record on node, then jitprof report
+// --format pprof: each named JavaScript function carries the name, script
+// and line V8's own profiler (node --cpu-prof, run at the same time) gives
+// it, a location's column is V8's where the dump has no line, go tool pprof
+// -top and -traces show the whole names, and the program pprof names is
+// node.
+func TestPprofNamesAgainstV8(t *testing.T) {
+	workload := fixtures.Workload(t, "jsnames/main.js")
+	dir := t.TempDir()
+	t.Chdir(dir) // node writes its dump in the working directory
+	data := filepath.Join(dir, "perf.data")
+	if code, _, stderr := jitprofMsg(t, "record", "-q", "-g", "-F", "4000", "-o", data, "--", "node", "--cpu-prof", "--cpu-prof-dir", dir, workload); code != 0 {
+		t.Fatalf("record: exit %d:\n%s", code, stderr)
+	}
+	pb := filepath.Join(dir, "profile.pb.gz")
+	if code, out := jitprof(t, "report", "-q", "-i", data, "--format", "pprof", "-o", pb); code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// V8's functions, in perf's 1-based lines and columns.
+	type place struct {
+		name, file   string
+		line, column int64
+	}
+	cpuprofiles, _ := filepath.Glob(filepath.Join(dir, "*.cpuprofile"))
+	if len(cpuprofiles) != 1 {
+		t.Fatalf("node --cpu-prof wrote %q", cpuprofiles)
+	}
+	raw, err := os.ReadFile(cpuprofiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpuprofile struct {
+		Nodes []struct {
+			CallFrame struct {
+				FunctionName string `json:"functionName"`
+				URL          string `json:"url"`
+				LineNumber   int64  `json:"lineNumber"`
+				ColumnNumber int64  `json:"columnNumber"`
+			} `json:"callFrame"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &cpuprofile); err != nil {
+		t.Fatal(err)
+	}
+	v8 := map[place]bool{}
+	v8Start := map[[3]string]int64{} // V8's column, by name, script and line
+	for _, n := range cpuprofile.Nodes {
+		cf := n.CallFrame
+		pl := place{cf.FunctionName, strings.TrimPrefix(cf.URL, "file://"), cf.LineNumber + 1, cf.ColumnNumber + 1}
+		v8[place{pl.name, pl.file, pl.line, 0}] = true
+		v8Start[[3]string{pl.name, pl.file, strconv.FormatInt(pl.line, 10)}] = pl.column
+	}
+
+	tier := regexp.MustCompile(`^JS:[~^+*]`)
+	self := map[*profile.Function]int64{}
+	for _, s := range p.Sample {
+		if l := s.Location[0].Line; len(l) > 0 {
+			self[l[len(l)-1].Function] += s.Value[0]
+		}
+	}
+	workloadFns := map[string]bool{}
+	for _, loc := range p.Location {
+		for _, ln := range loc.Line {
+			fn := ln.Function
+			name := tier.ReplaceAllString(fn.Name, "")
+			if fn.Name == fn.SystemName || name == fn.Name || !strings.Contains(fn.Filename, "jsnames") {
+				continue // not a named function of the workload
+			}
+			if !v8[place{name, fn.Filename, fn.StartLine, 0}] {
+				t.Errorf("%q (%s:%d) is not a function of V8's profile", fn.Name, fn.Filename, fn.StartLine)
+			}
+			if want := v8Start[[3]string{name, fn.Filename, strconv.FormatInt(fn.StartLine, 10)}]; ln.Column != 0 && ln.Column != want {
+				t.Errorf("%q at %#x: column %d, V8's %d", fn.Name, loc.Address, ln.Column, want)
+			}
+			if self[fn] > 0 {
+				workloadFns[name] = true
+			}
+		}
+	}
+	t.Logf("the workload's named functions with samples: %v", slices.Sorted(maps.Keys(workloadFns)))
+	if len(workloadFns) < 3 {
+		t.Errorf("%d of the workload's named functions have samples, want 3 or more", len(workloadFns))
+	}
+
+	top, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+	}
+	traces, err := exec.Command("go", "tool", "pprof", "-traces", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -traces: %v\n%s", err, traces)
+	}
+	if !strings.HasPrefix(string(top), "File: node\n") {
+		t.Errorf("go tool pprof -top names the program %.40q, want node", top)
+	}
+	lines, err := exec.Command("go", "tool", "pprof", "-top", "-lines", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top -lines: %v\n%s", err, lines)
+	}
+	inTop := 0
+	for name := range workloadFns {
+		frame := regexp.MustCompile(`(?m)\sJS:[~^+*]` + regexp.QuoteMeta(name) + `$`)
+		if frame.Match(top) {
+			inTop++
+		}
+		if !frame.Match(traces) {
+			t.Errorf("go tool pprof -traces has no frame JS:%s", name)
+		}
+	}
+	// -top lists what is above 0.5% of the samples.
+	if inTop < 2 {
+		t.Errorf("go tool pprof -top lists %d of %v by their names:\n%s", inTop, slices.Sorted(maps.Keys(workloadFns)), top)
+	}
+	if !regexp.MustCompile(`\sJS:[~^+*]check /\S+/ts\.lib/_tsc\.js:\d+\n`).Match(lines) {
+		t.Errorf("go tool pprof -top -lines has no line of JS:check in _tsc.js:\n%s", lines)
+	}
+}
