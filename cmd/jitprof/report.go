@@ -152,7 +152,8 @@ whoever held it then. Native code is named from the ELF files' symbols
 (build-ids checked, debug files found as perf finds them), the kernel from
 /proc/kallsyms when the recording was made on the running kernel.
 
-Formats: text (perf report's top table; --children, -g call graphs), json
+Formats: text (perf report's top table; --children, -g call graphs, -g caller
+or callee for their order), json
 (the same, for scripts), pprof (profile.proto for go tool pprof), folded
 (one line per stack, for flamegraph.pl and speedscope), html (one
 self-contained page with an interactive flame graph), gmon (gmon.out and a

@@ -71,18 +71,7 @@ func TestReportFormats(t *testing.T) {
 	}
 
 	pb := filepath.Join(dir, "out.pb.gz")
-	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "pprof", "-o", pb); code != 0 {
-		t.Fatalf("pprof: exit %d", code)
-	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := reportPprof(t, rec.PerfData, pb)
 	for _, m := range p.Mapping {
 		if !m.HasFunctions || !m.HasLineNumbers {
 			t.Errorf("mapping %s lacks Has* flags: pprof would symbolize it again", m.File)
@@ -191,6 +180,25 @@ func TestReportWebUI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !found {
 		t.Errorf("flame graph page (%s): no jitted function in its %d bytes", resp.Status, len(page))
 	}
+}
+
+// reportPprof writes the pprof profile of the recording data to pb and
+// returns it as pprof reads it.
+func reportPprof(t *testing.T, data, pb string) *profile.Profile {
+	t.Helper()
+	if code, out := jitprof(t, "report", "-q", "-i", data, "--format", "pprof", "-o", pb); code != 0 {
+		t.Fatalf("report --format pprof: exit %d\n%s", code, out)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func buildJitprof(t testing.TB) string {
@@ -563,18 +571,7 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 		t.Fatalf("record: exit %d:\n%s", code, stderr)
 	}
 	pb := filepath.Join(dir, "profile.pb.gz")
-	if code, out := jitprof(t, "report", "-q", "-i", data, "--format", "pprof", "-o", pb); code != 0 {
-		t.Fatalf("report: exit %d\n%s", code, out)
-	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := reportPprof(t, data, pb)
 
 	// V8's functions, in perf's 1-based lines and columns.
 	type place struct {
