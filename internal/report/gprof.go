@@ -9,6 +9,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -49,7 +50,7 @@ func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program
 		if err != nil || !ok {
 			return gmon.PC{}, false, err
 		}
-		f := gmon.Symbol{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+		f := gmon.Symbol{Name: perfprof.PerfName(loc.Line[0].Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
 		key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 		i, ok := index[key]
 		if !ok {
