@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -304,4 +305,42 @@ func chainShare(stacks map[string]int, in, whole func(string) bool) (n, w int) {
 		}
 	}
 	return n, w
+}
+
+// TestRecordJavaStacks: with -g, jitprof record starts the JVM with frame
+// pointers kept in compiled code (-XX:+PreserveFramePointer), so the stacks
+// of the workload's methods reach main and the launcher's JavaMain on its
+// thread; HotSpot's compiled code otherwise uses rbp as it likes and the
+// walk stops at the first compiled frame, as the run with the flag turned
+// off shows (logged).
+func TestRecordJavaStacks(t *testing.T) {
+	src := fixtures.Workload(t, "Work.java")
+	dir := t.TempDir()
+	javac := fixtures.LookPath(t, "javac")
+	if out, err := exec.Command(javac, "-d", dir, src).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	java := fixtures.LookPath(t, "java")
+	share := func(t *testing.T, env string) (in, whole int) {
+		t.Setenv("JAVA_TOOL_OPTIONS", env)
+		data := filepath.Join(t.TempDir(), "perf.data")
+		code, _, stderr := jitprofMsg(t, "record", "-g", "-o", data, "--", java, "-cp", dir, "Work", "1500")
+		if code != 0 {
+			t.Fatalf("record: exit %d\n%s", code, stderr)
+		}
+		code, out := jitprof(t, "report", "-i", data, "--format", "folded")
+		if code != 0 {
+			t.Fatalf("report: exit %d\n%s", code, out)
+		}
+		return chainShare(foldedStacks(t, out),
+			regexp.MustCompile(`(^|;)Work\.`).MatchString,
+			regexp.MustCompile(`(^|;)(JavaMain|start_thread);.*;Work\.main\(`).MatchString)
+	}
+	in, whole := share(t, "")
+	t.Logf("with frame pointers: %d of %d samples in Work's methods reach main and JavaMain", whole, in)
+	if in < 1000 || float64(whole) < 0.9*float64(in) {
+		t.Errorf("%d of %d samples in Work's methods reach main and JavaMain, want 90%%", whole, in)
+	}
+	in, whole = share(t, "-XX:-PreserveFramePointer")
+	t.Logf("without: %d of %d", whole, in)
 }
