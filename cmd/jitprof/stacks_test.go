@@ -344,3 +344,38 @@ func TestRecordJavaStacks(t *testing.T) {
 	in, whole = share(t, "-XX:-PreserveFramePointer")
 	t.Logf("without: %d of %d", whole, in)
 }
+
+// TestRecordNodeInterpretedFrames: jitprof record runs node with
+// --interpreted-frames-native-stack, so V8 gives each interpreted function
+// a named copy of its interpreter trampoline, and frame-pointer stacks name
+// interpreted JS functions (JS:~) instead of stacking anonymous
+// InterpreterEntryTrampoline frames. What stays on the shared trampoline is
+// code V8 made no copy for (the module wrapper node compiles), a sliver.
+func TestRecordNodeInterpretedFrames(t *testing.T) {
+	workload := fixtures.Workload(t, "manyfunctions.js")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	data := filepath.Join(dir, "perf.data")
+	code, _, stderr := jitprofMsg(t, "record", "-g", "-o", data, "--", "node", workload)
+	if code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, stderr)
+	}
+	code, out := jitprof(t, "report", "-i", data, "--format", "folded", "--comm", "node")
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	var all, shared, interpreted int
+	for s, n := range foldedStacks(t, out) {
+		all += n
+		if strings.Contains(s, "Builtin:InterpreterEntryTrampoline") {
+			shared += n
+		}
+		if strings.Contains(s, "JS:~") {
+			interpreted += n
+		}
+	}
+	t.Logf("%d samples: %d with an interpreted JS function named, %d with the shared trampoline", all, interpreted, shared)
+	if interpreted == 0 || float64(shared) > 0.02*float64(all) {
+		t.Errorf("%d of %d samples pass through the shared interpreter trampoline, %d name an interpreted function", shared, all, interpreted)
+	}
+}
