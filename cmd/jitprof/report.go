@@ -88,7 +88,14 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 			if res.Lost > 0 {
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}
+			if res.Unwound > 0 {
+				fmt.Fprintf(stderr, "; %d user stacks unwound", res.Unwound)
+			}
 			fmt.Fprintln(stderr)
+			if res.CutShort*100 >= res.Unwound && res.CutShort > 0 { // 1%
+				fmt.Fprintf(stderr, "jitprof: %d of the unwound stacks ran past the stack copy their sample holds: their outermost callers are missing "+
+					"(record with a larger copy: --call-graph dwarf,16384)\n", res.CutShort)
+			}
 			for _, st := range res.Stripped {
 				if st.Samples*20 >= res.Kept { // 5%: worth a package install
 					fmt.Fprintf(stderr, "jitprof: %.1f%% of the samples are in %s, a stripped file, so its functions show as [unknown]; "+
