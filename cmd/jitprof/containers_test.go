@@ -25,10 +25,7 @@ import (
 // every sample, which the truth rejects.
 func TestPerfMapReuse(t *testing.T) {
 	fixtures.RealTier(t, "recording a JIT")
-	bin := filepath.Join(t.TempDir(), "perfmap_reuse")
-	if out, err := exec.Command(fixtures.LookPath(t, "cc"), "-O2", "-o", bin, fixtures.Workload(t, "perfmap_reuse.c")).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
+	bin := fixtures.BuildC(t, "perfmap_reuse.c", "-O2")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	code, stdout, stderr := jitprofMsg(t, "record", "-q", "-F", "1999", "-o", data, "--", bin, "1", "0.5")

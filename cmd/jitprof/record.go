@@ -17,6 +17,8 @@ func newRecordCmd() *cobra.Command {
 	var (
 		o        record.Options
 		event    string
+		fp       bool
+		graph    string
 		pids     []uint
 		noEnv    bool
 		quiet    bool
@@ -75,6 +77,16 @@ fills, recording stops and the file keeps what reached the disk.`,
 				}
 				o.Event = &ev
 			}
+			// As in perf, -g is --call-graph fp, and --call-graph wins.
+			if fp {
+				o.CallGraph = record.FramePointers
+			}
+			if graph != "" {
+				var err error
+				if o.CallGraph, o.StackSize, err = record.ParseCallGraph(graph); err != nil {
+					return &exitError{code: 2, err: err}
+				}
+			}
 			for _, p := range pids {
 				o.Pids = append(o.Pids, int(p))
 			}
@@ -117,14 +129,22 @@ fills, recording stops and the file keeps what reached the disk.`,
 			if !quiet {
 				lost := "none lost"
 				if res.Lost > 0 {
-					lost = fmt.Sprintf("the kernel lost %d", res.Lost)
+					lost = fmt.Sprintf("the kernel lost %d (larger ring buffers, -m, keep them)", res.Lost)
 				}
 				size := ""
 				if st, err := os.Stat(o.Output); err == nil {
-					size = fmt.Sprintf(" (%.1f MB)", float64(st.Size())/1e6)
+					size = fmt.Sprintf(" (%.1f MB", float64(st.Size())/1e6)
+					if o.CallGraph == record.DWARF && res.Samples > 0 {
+						size += fmt.Sprintf(", %.1f KB a sample", float64(st.Size())/1e3/float64(res.Samples))
+					}
+					size += ")"
 				}
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
+				if res.FullStacks > 0 {
+					fmt.Fprintf(stderr, "jitprof: %d of the samples filled their %d-byte stack copy: their outermost frames may be cut off (--call-graph dwarf,%d keeps more)\n",
+						res.FullStacks, res.StackSize, min(2*res.StackSize, record.MaxStackSize))
+				}
 				if len(gathered) > 0 {
 					fmt.Fprintf(stderr, "jitprof: with it in %s: %s\n", gatherDir, strings.Join(baseNames(gathered), ", "))
 				}
@@ -141,7 +161,8 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.SetInterspersed(false)
 	f.IntVarP(&o.Freq, "freq", "F", defaultF, "samples per second, per thread and CPU")
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample: cycles, instructions, cpu-clock, task-clock... with :u for user space only (default cycles where the hardware counts them, else cpu-clock)")
-	f.BoolVarP(&o.CallGraph, "call-graph", "g", false, "record call chains (frame pointers)")
+	f.BoolVarP(&fp, "frame-pointers", "g", false, "record call chains by frame pointers: --call-graph fp")
+	f.StringVar(&graph, "call-graph", "", "record call chains: `MODE` fp (frame pointers) or dwarf[,SIZE] (user registers and SIZE bytes of user stack a sample, default 8192, at most 65528, for unwinding by the code's unwind tables)")
 	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`; to DIR/perf.data when it names a directory (an existing one, or ending in /), and with a command, the dumps, perf maps and V8 logs its runtimes wrote are moved there too, so the directory travels")
 	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long, in seconds (1.5) or as 10s, 2m (a command still running is sent SIGTERM)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")

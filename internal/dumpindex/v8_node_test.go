@@ -92,7 +92,8 @@ func run(t *testing.T, dir string, argv ...string) {
 	}
 }
 
-// jsName is V8's name of a JS function, as jitprof names its frames.
+// jsName is V8's name of a JS function, as jitprof's perf-style outputs
+// name its frames (perfprof.PerfName).
 var jsName = regexp.MustCompile(`^JS:[*+^~]?(.*) (\S*):(\d+):(\d+)(?: \[inferred\])?$`)
 
 // key names a function the same way for jitprof and V8's profiles: name,
@@ -117,7 +118,7 @@ func innermostJS(res *perfprof.Result, pid int) (with, without map[string]float6
 			if !perfprof.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
 				continue
 			}
-			inner, outer := jsKey(loc.Line[0].Function.Name), jsKey(loc.Line[len(loc.Line)-1].Function.Name)
+			inner, outer := jsKey(perfprof.PerfName(loc.Line[0].Function)), jsKey(perfprof.PerfName(loc.Line[len(loc.Line)-1].Function))
 			if outer == "" {
 				continue
 			}

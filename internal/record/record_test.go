@@ -223,12 +223,12 @@ func spinTruth(t *testing.T, out []byte, threads int) map[uint32]int64 {
 func TestBusyLoop(t *testing.T) {
 	for _, tc := range []struct {
 		hz        int
-		callchain bool
-	}{{999, false}, {4000, true}} {
-		t.Run(fmt.Sprintf("%dHz/g=%v", tc.hz, tc.callchain), func(t *testing.T) {
+		callGraph CallGraph
+	}{{999, NoCallGraph}, {4000, FramePointers}} {
+		t.Run(fmt.Sprintf("%dHz/g=%v", tc.hz, tc.callGraph != NoCallGraph), func(t *testing.T) {
 			var out bytes.Buffer
 			o := spinCommand(t, 1)
-			o.Freq, o.CallGraph, o.Stdout = tc.hz, tc.callchain, &out
+			o.Freq, o.CallGraph, o.Stdout = tc.hz, tc.callGraph, &out
 			res, data := record(t, o)
 			checkRate(t, res, data, tc.hz, spinTruth(t, out.Bytes(), 1))
 			if res.Lost != 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -69,7 +70,7 @@ func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program
 		}
 		off := loc.Address - fn.Start
 		for i, l := range loc.Line {
-			f := gmon.Symbol{Name: l.Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+			f := gmon.Symbol{Name: perfprof.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
 			key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 			if i < len(loc.Line)-1 {
 				key.inlined = l.Function.Name

@@ -31,12 +31,17 @@
 //
 // With [Options.CallGraph], each entry is followed by a tree of the stacks
 // that contributed to it, like perf report -g graph,0.5: percentages are of
-// the whole profile, and branches below [Options.MinPercent] are hidden. In
-// self mode the tree starts at the sampled function and descends into its
-// callers, as perf prints it without --children. In children mode the tree
-// starts at the entry's outermost frame in each stack and descends into its
-// callees, so it sums to the children value; perf would also print the chains
-// of callers that reach the entry, which this leaves to self mode.
+// the whole profile, and branches below [Options.MinPercent] are hidden.
+// [Options.Order] chooses the direction, in perf report's words; the default
+// is perf's without -g. In self mode, callee order starts the tree at the
+// sampled function and descends into its callers (the default, perf
+// --no-children); caller order starts it at the stacks' outermost callers
+// and descends to the sampled function (perf -g caller). In children mode,
+// caller order starts the tree at the entry's outermost frame in each stack
+// and descends into its callees, so it sums to the children value (the
+// default; perf would also print the chains of callers that reach the entry,
+// which this leaves to self mode); callee order starts it at the entry's
+// innermost frame and descends into its callers.
 //
 // In text, an unresolved frame in a call graph reads "[unknown] (module)",
 // after perf script's "symbol (module)".
@@ -67,8 +72,9 @@
 //	  "samples":  int,     // samples whose leaf is in the entry
 //	  "self":     int,     // their weighing value
 //	  "children": int,     // children mode only: value of samples through the entry
-//	  "callers":  [node],  // self mode with Options.CallGraph: who called the leaf
-//	  "callees":  [node]   // children mode with Options.CallGraph: what the entry called
+//	  "callers":  [node],  // with Options.CallGraph, callee order: who called the entry
+//	  "callees":  [node]   // with Options.CallGraph, caller order: what the entry called
+//	                       // (children mode), or the stacks' outermost callers (self mode)
 //	}
 //
 // and a node of a call graph is
@@ -78,8 +84,8 @@
 //	  "module":  string,
 //	  "file":    string,   // when known
 //	  "value":   int,      // weighing value of the stacks through this node
-//	  "callers": [node],   // next frames outward (self mode)
-//	  "callees": [node]    // next frames inward (children mode)
+//	  "callers": [node],   // next frames outward (callee order)
+//	  "callees": [node]    // next frames inward (caller order)
 //	}
 //
 // Nodes are sorted by decreasing value; hidden branches and empty lists are
@@ -124,6 +130,12 @@ type Options struct {
 	// CallGraph prints each entry's call graph.
 	CallGraph bool
 
+	// Order is the order of a call graph's frames: OrderCallee walks
+	// stacks from the entry out to its callers, OrderCaller from the
+	// outermost caller in. Empty means perf report's order without -g:
+	// callee without Children, caller with it.
+	Order CallOrder
+
 	// MinPercent hides entries whose share of the total is below it, like
 	// perf report --percent-limit. Zero shows all.
 	MinPercent float64
@@ -165,7 +177,32 @@ func (o Options) check() ([]sortKey, error) {
 	if o.Value < 0 {
 		return nil, fmt.Errorf("report: negative value index %d", o.Value)
 	}
+	if _, err := ParseCallOrder(string(o.Order)); err != nil && o.Order != "" {
+		return nil, err
+	}
 	return keys, nil
+}
+
+// CallOrder is the order of a call graph's frames, in perf report's words.
+type CallOrder string
+
+const (
+	OrderCaller CallOrder = "caller" // from the outermost caller in
+	OrderCallee CallOrder = "callee" // from the entry out to its callers
+)
+
+// ParseCallOrder returns the order named s.
+func ParseCallOrder(s string) (CallOrder, error) {
+	switch o := CallOrder(s); o {
+	case OrderCaller, OrderCallee:
+		return o, nil
+	}
+	return "", fmt.Errorf("--call-graph %q: want caller or callee", s)
+}
+
+// outward tells whether call graphs go from entries out to their callers.
+func (o Options) outward() bool {
+	return o.Order == OrderCallee || (o.Order == "" && !o.Children)
 }
 
 // DefaultMinPercent is the threshold below which perf report hides call
@@ -368,7 +405,7 @@ func (b *builder) resolve(l *profile.Location) []int32 {
 	var frames []int32
 	for _, line := range l.Line {
 		if fn := line.Function; fn != nil {
-			frames = append(frames, b.frame(cmp.Or(fn.Name, fn.SystemName, unknown), module, fn.Filename, kernel, jit))
+			frames = append(frames, b.frame(cmp.Or(perfprof.PerfName(fn), unknown), module, fn.Filename, kernel, jit))
 		}
 	}
 	if len(frames) == 0 {

@@ -185,6 +185,10 @@ var textTests = []struct {
 	{"period", processes, Options{Value: 1}},
 	{"recursion", recursion, Options{Children: true, CallGraph: true}},
 	{"recursion_callers", recursion, Options{CallGraph: true}},
+	{"callgraph_caller", processes, Options{CallGraph: true, Order: OrderCaller}},
+	{"children_callgraph_callee", processes, Options{Children: true, CallGraph: true, Order: OrderCallee}},
+	{"recursion_caller", recursion, Options{CallGraph: true, Order: OrderCaller}},
+	{"recursion_children_callee", recursion, Options{Children: true, CallGraph: true, Order: OrderCallee}},
 	{"empty", empty, Options{}},
 }
 
