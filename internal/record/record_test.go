@@ -283,7 +283,7 @@ func TestTestJIT(t *testing.T) {
 	if ar.Kept != int(res.Samples) {
 		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
 	}
-	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile))
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile, perfprof.PerfName))
 
 	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
 		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
@@ -378,7 +378,7 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			}
 			jitted := fixtures.JITNames(t, ar.Dumps)
 			named := 0
-			for name, n := range fixtures.LeafCounts(ar.Profile) {
+			for name, n := range fixtures.LeafCounts(ar.Profile, perfprof.PerfName) {
 				if jitted[name] {
 					named += n
 				}
@@ -437,7 +437,7 @@ func TestAttachNode(t *testing.T) {
 			// functions differently.
 			node.Process.Kill()
 			node.Wait()
-			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile, perfprof.PerfName)
 			js, builtins := 0, 0
 			for name, n := range got {
 				switch {
