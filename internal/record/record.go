@@ -591,9 +591,12 @@ func fullStack(rec []byte, a *perfdata.Attr) bool {
 		return v, true
 	}
 	nr, ok := word()
+	if !ok || nr > uint64(len(rec))/8 {
+		return false
+	}
 	off += 8 * nr
-	abi, ok2 := word()
-	if !ok || !ok2 {
+	abi, ok := word()
+	if !ok {
 		return false
 	}
 	if abi != perfdata.RegsABINone {

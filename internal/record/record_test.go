@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -631,5 +632,132 @@ func TestErrors(t *testing.T) {
 				t.Errorf("a failed recording left %s: %v", o.Output, err)
 			}
 		})
+	}
+}
+
+// TestDWARFCallGraph records a C program built without frame pointers
+// whose hot code is qsort's comparison callback, called from glibc's
+// qsort, called from main: with --call-graph dwarf, perf unwinds jitprof's
+// recording from cmp through qsort to main for nearly every sample in cmp;
+// with frame pointers, the control, it cannot, nor with copies of 256
+// bytes of stack, which the stack fills before main. The registers are the
+// samples' own (the IP register is the sampled address), the stack copies
+// that perfdata finds full are those Run counted, and the samples the
+// kernel lost are those its LOST records count.
+func TestDWARFCallGraph(t *testing.T) {
+	src := fixtures.Workload(t, "qsort_cmp.c")
+	bin := filepath.Join(t.TempDir(), "qsort_cmp")
+	if out, err := exec.Command(fixtures.LookPath(t, "gcc"), "-O2", "-fomit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		cg        CallGraph
+		stack     uint32
+		unwound   float64 // the least share of cmp's samples that reach main through qsort
+		fewerThan float64 // the share they must stay under
+		full      float64 // the least share of samples whose stack copy was full
+	}{
+		{cg: DWARF, unwound: 0.9, fewerThan: 1.01},
+		{cg: FramePointers, fewerThan: 0.1},
+		{cg: DWARF, stack: 256, fewerThan: 0.1, full: 0.9},
+	} {
+		t.Run(fmt.Sprintf("call graph %d, stack %d", tc.cg, tc.stack), func(t *testing.T) {
+			res, data := record(t, Options{Freq: 4000, CallGraph: tc.cg, StackSize: tc.stack, Command: []string{bin, "1000"}})
+			st, err := os.Stat(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d samples, %.1f MB, %.0f bytes a sample, %d stack copies full", res.Samples, float64(st.Size())/1e6,
+				float64(st.Size())/float64(res.Samples), res.FullStacks)
+			cmp, unwound := unwoundToMain(t, data)
+			share := float64(unwound) / float64(max(cmp, 1))
+			t.Logf("perf script: %d samples in cmp, %d of them unwound to main through qsort (%.3f)", cmp, unwound, share)
+			if cmp < int(res.Samples)/5 || share < tc.unwound || share >= tc.fewerThan {
+				t.Errorf("%d of %d samples in cmp unwound to main: want a share in [%.2f, %.2f)", unwound, cmp, tc.unwound, tc.fewerThan)
+			}
+			if tc.cg == DWARF {
+				checkDWARFSamples(t, res, data)
+			}
+			if float64(res.FullStacks) < tc.full*float64(res.Samples) {
+				t.Errorf("%d of %d samples filled their stack copies: want %.0f%% at least", res.FullStacks, res.Samples, 100*tc.full)
+			}
+		})
+	}
+}
+
+// unwoundToMain counts, in perf script's call chains of the recording, the
+// samples in cmp and those whose chain goes on through qsort to main.
+func unwoundToMain(t *testing.T, data string) (cmp, unwound int) {
+	t.Helper()
+	out := fixtures.Perf(t, "script", "--no-inline", "-F", "ip,sym", "-i", data)
+	for _, block := range strings.Split(string(out), "\n\n") {
+		var syms []string
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 {
+				syms = append(syms, f[1])
+			}
+		}
+		if len(syms) == 0 || syms[0] != "cmp" {
+			continue
+		}
+		cmp++
+		q := slices.IndexFunc(syms, func(s string) bool { return strings.Contains(s, "qsort") })
+		if q > 0 && slices.Contains(syms[q:], "main") {
+			unwound++
+		}
+	}
+	return cmp, unwound
+}
+
+// checkDWARFSamples reads a DWARF recording with perfdata: every user
+// sample's IP register is its address and its stack pointer is inside its
+// stack copy's reach, full copies are as many as Run counted, and LOST
+// records count what Run reported lost.
+func checkDWARFSamples(t *testing.T, res *Result, data string) {
+	t.Helper()
+	f, err := perfdata.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ipReg, spReg := perfdata.RegX86IP, perfdata.RegX86SP
+	if runtime.GOARCH == "arm64" {
+		ipReg, spReg = perfdata.RegARM64PC, perfdata.RegARM64SP
+	}
+	var user, full, lost uint64
+	for {
+		rec, err := f.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r := rec.(type) {
+		case *perfdata.Lost:
+			lost += r.Lost
+		case *perfdata.Sample:
+			if r.StackUserSize != uint64(res.StackSize) && r.StackUserSize != 0 {
+				t.Fatalf("sample at %#x: a stack copy of %d bytes, %d asked for", r.Offset, r.StackUserSize, res.StackSize)
+			}
+			if len(r.StackUser) == int(r.StackUserSize) && r.StackUserSize > 0 {
+				full++
+			}
+			if r.Misc&perfdata.MiscCPUModeMask != perfdata.MiscUser {
+				continue
+			}
+			user++
+			ip, ok1 := r.UserRegister(ipReg)
+			sp, ok2 := r.UserRegister(spReg)
+			if !ok1 || !ok2 || ip != r.IP || sp == 0 || len(r.StackUser) == 0 {
+				t.Fatalf("user sample at %#x (ip %#x): IP register %#x (%t), SP %#x (%t), %d bytes of stack", r.Offset, r.IP, ip, ok1, sp, ok2, len(r.StackUser))
+			}
+		}
+	}
+	if user < res.Samples/2 || full != res.FullStacks || lost != res.Lost {
+		t.Errorf("%d user samples of %d; %d full stack copies, Run counted %d; %d lost, Run counted %d", user, res.Samples, full, res.FullStacks, lost, res.Lost)
+	}
+	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
+		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
 	}
 }
