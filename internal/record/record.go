@@ -120,7 +120,6 @@ type session struct {
 	attr    *perfdata.Attr
 	fds     []int
 	rings   []*ring
-	pages   int // of each ring buffer
 	w       *perfdata.Writer
 	scratch []byte
 	res     Result
@@ -309,7 +308,6 @@ func (s *session) openAll(ev Event, ac attrConfig, cpus, tids []int) error {
 		s.attr = newAttr(ev, ac)
 		err := s.open(cpus, tids, pages)
 		if err == nil {
-			s.pages = pages
 			return nil
 		}
 		if s.o.Pages != 0 || pages <= defaultPages || !errors.Is(err, errRingLimit) {
