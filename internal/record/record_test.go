@@ -99,7 +99,10 @@ func spinCommand(t *testing.T, threads int) Options {
 
 // record runs Run with o, output in a fresh directory, and checks what
 // every recording must be: readable whole, with as many samples as Run
-// counted and the events timed by CLOCK_MONOTONIC.
+// counted, as many lost as its LOST records count, and the events timed by
+// CLOCK_MONOTONIC; with a DWARF call graph, every user sample's registers
+// its own (the IP register the sampled address) with a copy of its stack of
+// the size asked for, and full copies as many as Run counted.
 func record(t *testing.T, o Options) (*Result, string) {
 	t.Helper()
 	return recordUntil(t.Context(), t, o)
@@ -132,7 +135,7 @@ func recordUntil(ctx context.Context, t *testing.T, o Options) (*Result, string)
 	if err := jitsources.CheckClock(f.Attrs()); err != nil {
 		t.Error(err)
 	}
-	var samples uint64
+	var samples, lost, full uint64
 	for {
 		rec, err := f.Next()
 		if err == io.EOF {
@@ -144,14 +147,40 @@ func recordUntil(ctx context.Context, t *testing.T, o Options) (*Result, string)
 		switch r := rec.(type) {
 		case *perfdata.Sample:
 			samples++
+			if o.CallGraph == DWARF && checkDWARFSample(t, r, res.StackSize) {
+				full++
+			}
+		case *perfdata.Lost:
+			lost += r.Lost
 		case *perfdata.Invalid:
 			t.Fatalf("invalid record: %v", r.Err)
 		}
 	}
-	if samples != res.Samples {
-		t.Errorf("the file has %d samples, Run counted %d", samples, res.Samples)
+	if samples != res.Samples || lost != res.Lost || full != res.FullStacks {
+		t.Errorf("the file has %d samples, %d lost, %d full stack copies; Run counted %d, %d, %d", samples, lost, full, res.Samples, res.Lost, res.FullStacks)
 	}
 	return res, o.Output
+}
+
+// checkDWARFSample checks a sample of a DWARF call graph, and tells
+// whether its stack copy is full.
+func checkDWARFSample(t *testing.T, s *perfdata.Sample, stackSize uint32) (full bool) {
+	t.Helper()
+	if s.StackUserSize != uint64(stackSize) && s.StackUserSize != 0 {
+		t.Fatalf("sample at %#x: a stack copy of %d bytes, %d asked for", s.Offset, s.StackUserSize, stackSize)
+	}
+	if s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscUser {
+		ipReg, spReg := perfdata.RegX86IP, perfdata.RegX86SP
+		if runtime.GOARCH == "arm64" {
+			ipReg, spReg = perfdata.RegARM64PC, perfdata.RegARM64SP
+		}
+		ip, ok1 := s.UserRegister(ipReg)
+		sp, ok2 := s.UserRegister(spReg)
+		if !ok1 || !ok2 || ip != s.IP || sp == 0 || len(s.StackUser) == 0 {
+			t.Fatalf("user sample at %#x (ip %#x): IP register %#x (%t), SP %#x (%t), %d bytes of stack", s.Offset, s.IP, ip, ok1, sp, ok2, len(s.StackUser))
+		}
+	}
+	return s.StackUserSize > 0 && len(s.StackUser) == int(s.StackUserSize)
 }
 
 type testWriter struct{ t *testing.T }
@@ -640,10 +669,8 @@ func TestErrors(t *testing.T) {
 // qsort, called from main: with --call-graph dwarf, perf unwinds jitprof's
 // recording from cmp through qsort to main for nearly every sample in cmp;
 // with frame pointers, the control, it cannot, nor with copies of 256
-// bytes of stack, which the stack fills before main. The registers are the
-// samples' own (the IP register is the sampled address), the stack copies
-// that perfdata finds full are those Run counted, and the samples the
-// kernel lost are those its LOST records count.
+// bytes of stack, which the stack fills before main (record checks the
+// samples' registers and stack copies).
 func TestDWARFCallGraph(t *testing.T) {
 	src := fixtures.Workload(t, "qsort_cmp.c")
 	bin := filepath.Join(t.TempDir(), "qsort_cmp")
@@ -675,8 +702,8 @@ func TestDWARFCallGraph(t *testing.T) {
 			if cmp < int(res.Samples)/5 || share < tc.unwound || share >= tc.fewerThan {
 				t.Errorf("%d of %d samples in cmp unwound to main: want a share in [%.2f, %.2f)", unwound, cmp, tc.unwound, tc.fewerThan)
 			}
-			if tc.cg == DWARF {
-				checkDWARFSamples(t, res, data)
+			if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
+				t.Errorf("perf report reads %d samples of %d", total, res.Samples)
 			}
 			if float64(res.FullStacks) < tc.full*float64(res.Samples) {
 				t.Errorf("%d of %d samples filled their stack copies: want %.0f%% at least", res.FullStacks, res.Samples, 100*tc.full)
@@ -707,57 +734,4 @@ func unwoundToMain(t *testing.T, data string) (cmp, unwound int) {
 		}
 	}
 	return cmp, unwound
-}
-
-// checkDWARFSamples reads a DWARF recording with perfdata: every user
-// sample's IP register is its address and its stack pointer is inside its
-// stack copy's reach, full copies are as many as Run counted, and LOST
-// records count what Run reported lost.
-func checkDWARFSamples(t *testing.T, res *Result, data string) {
-	t.Helper()
-	f, err := perfdata.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ipReg, spReg := perfdata.RegX86IP, perfdata.RegX86SP
-	if runtime.GOARCH == "arm64" {
-		ipReg, spReg = perfdata.RegARM64PC, perfdata.RegARM64SP
-	}
-	var user, full, lost uint64
-	for {
-		rec, err := f.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch r := rec.(type) {
-		case *perfdata.Lost:
-			lost += r.Lost
-		case *perfdata.Sample:
-			if r.StackUserSize != uint64(res.StackSize) && r.StackUserSize != 0 {
-				t.Fatalf("sample at %#x: a stack copy of %d bytes, %d asked for", r.Offset, r.StackUserSize, res.StackSize)
-			}
-			if len(r.StackUser) == int(r.StackUserSize) && r.StackUserSize > 0 {
-				full++
-			}
-			if r.Misc&perfdata.MiscCPUModeMask != perfdata.MiscUser {
-				continue
-			}
-			user++
-			ip, ok1 := r.UserRegister(ipReg)
-			sp, ok2 := r.UserRegister(spReg)
-			if !ok1 || !ok2 || ip != r.IP || sp == 0 || len(r.StackUser) == 0 {
-				t.Fatalf("user sample at %#x (ip %#x): IP register %#x (%t), SP %#x (%t), %d bytes of stack", r.Offset, r.IP, ip, ok1, sp, ok2, len(r.StackUser))
-			}
-		}
-	}
-	if user < res.Samples/2 || full != res.FullStacks || lost != res.Lost {
-		t.Errorf("%d user samples of %d; %d full stack copies, Run counted %d; %d lost, Run counted %d", user, res.Samples, full, res.FullStacks, lost, res.Lost)
-	}
-	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
-		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
-	}
 }
