@@ -150,7 +150,9 @@ fills, recording stops and the file keeps what reached the disk.`,
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
 				if res.FullStacks > 0 {
-					fmt.Fprintf(stderr, "jitprof: %d of the samples filled their %d-byte stack copy: their outermost frames may be cut off (--call-graph dwarf,%d keeps more)\n",
+					// A full copy can hold every frame: the process's
+					// arguments and environment lie above main too.
+					fmt.Fprintf(stderr, "jitprof: %d of the samples filled their %d-byte stack copy: if the report finds stacks cut short, --call-graph dwarf,%d copies more\n",
 						res.FullStacks, res.StackSize, min(2*res.StackSize, record.MaxStackSize))
 				}
 				if len(gathered) > 0 {

@@ -110,7 +110,7 @@ func TestRecordCallGraph(t *testing.T) {
 		{args: []string{"--call-graph", "fp"}, st: perfdata.SampleCallchain},
 		{args: []string{"--call-graph", "dwarf"}, st: all, stack: 8192, says: []string{" KB a sample)"}},
 		{args: []string{"-g", "--call-graph", "dwarf,64"}, st: all, stack: 64,
-			says: []string{"of the samples filled their 64-byte stack copy", "(--call-graph dwarf,128 keeps more)"}},
+			says: []string{"of the samples filled their 64-byte stack copy", "--call-graph dwarf,128 copies more"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "perf.data")

@@ -79,7 +79,10 @@ type Result struct {
 	Samples uint64 // samples written
 	Lost    uint64 // samples the kernel dropped (LOST records)
 	// FullStacks counts, with a DWARF call graph, the samples whose copy
-	// of the user stack was full: their outermost frames may be cut off.
+	// of the user stack was full: their outermost frames may be cut off,
+	// or not, as the process's arguments, environment and a random offset
+	// of up to 8 KiB lie above main's frame (qsort_cmp's copies of 8192
+	// bytes: from 0 to all of them full, run to run, every one unwound).
 	FullStacks uint64
 	// StackSize is the size of each sample's stack copy, as asked for.
 	StackSize uint32
