@@ -79,7 +79,10 @@ type Result struct {
 	Samples uint64 // samples written
 	Lost    uint64 // samples the kernel dropped (LOST records)
 	// FullStacks counts, with a DWARF call graph, the samples whose copy
-	// of the user stack was full: their outermost frames may be cut off.
+	// of the user stack was full: their outermost frames may be cut off,
+	// or not, as the process's arguments, environment and a random offset
+	// of up to 8 KiB lie above main's frame (qsort_cmp's copies of 8192
+	// bytes: from 0 to all of them full, run to run, every one unwound).
 	FullStacks uint64
 	// StackSize is the size of each sample's stack copy, as asked for.
 	StackSize uint32
@@ -120,7 +123,6 @@ type session struct {
 	attr    *perfdata.Attr
 	fds     []int
 	rings   []*ring
-	pages   int // of each ring buffer
 	w       *perfdata.Writer
 	scratch []byte
 	res     Result
@@ -319,7 +321,6 @@ func (s *session) openAll(ev Event, ac attrConfig, cpus, tids []int) error {
 		s.attr = newAttr(ev, ac)
 		err := s.open(cpus, tids, pages)
 		if err == nil {
-			s.pages = pages
 			return nil
 		}
 		if s.o.Pages != 0 || pages <= defaultPages || !errors.Is(err, errRingLimit) {
@@ -604,9 +605,12 @@ func fullStack(rec []byte, a *perfdata.Attr) bool {
 		return v, true
 	}
 	nr, ok := word()
+	if !ok || nr > uint64(len(rec))/8 {
+		return false
+	}
 	off += 8 * nr
-	abi, ok2 := word()
-	if !ok || !ok2 {
+	abi, ok := word()
+	if !ok {
 		return false
 	}
 	if abi != perfdata.RegsABINone {
