@@ -672,11 +672,7 @@ func TestErrors(t *testing.T) {
 // bytes of stack, which the stack fills before main (record checks the
 // samples' registers and stack copies).
 func TestDWARFCallGraph(t *testing.T) {
-	src := fixtures.Workload(t, "qsort_cmp.c")
-	bin := filepath.Join(t.TempDir(), "qsort_cmp")
-	if out, err := exec.Command(fixtures.LookPath(t, "gcc"), "-O2", "-fomit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := fixtures.BuildC(t, "qsort_cmp.c", "-O2", "-fomit-frame-pointer")
 	for _, tc := range []struct {
 		cg        CallGraph
 		stack     uint32
