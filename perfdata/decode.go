@@ -38,7 +38,7 @@ func (r *Reader) Decode(rec RawRecord) Record {
 			return r.invalid(&h, "no attr has the sample's event id")
 		}
 		s := r.samples.new(reuse)
-		*s = Sample{RecordHeader: h}
+		s.reset(h)
 		if msg := r.decodeSample(s, b); msg != "" {
 			return r.invalid(&h, "%s", msg)
 		}
@@ -293,6 +293,19 @@ func (r *Reader) decodeSample(s *Sample, b []byte) string {
 	}
 	s.Rest = c.b
 	return ""
+}
+
+// reset makes s an empty sample of header h, as *s = Sample{RecordHeader:
+// h} would, field by field: clearing the whole struct, most of it fields
+// that few samples have, made decoding a recording with ReuseRecord 5%
+// slower. TestSampleReset checks that no field is left out.
+func (s *Sample) reset(h RecordHeader) {
+	s.RecordHeader = h
+	s.IP, s.Pid, s.Tid, s.Time, s.Addr, s.ID, s.StreamID, s.CPU, s.Period = 0, 0, 0, 0, 0, 0, 0, 0, 0
+	s.Read, s.Callchain, s.Rest = ReadValues{}, nil, nil
+	if s.RawData != nil || s.Branches != nil || s.RegsUser != nil || s.StackUser != nil || s.BranchHWIndex|s.RegsABI|s.StackUserSize != 0 {
+		s.RawData, s.BranchHWIndex, s.Branches, s.RegsABI, s.RegsUser, s.StackUserSize, s.StackUser = nil, 0, nil, 0, nil, 0, nil
+	}
 }
 
 func (r *Reader) shortSample(s *Sample, b []byte) string {

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,4 +228,154 @@ func TestDWARFStacksFramelessJIT(t *testing.T) {
 		cpu["Go -> kernels"] -= c.CPUNanos
 	}
 	fixtures.CheckCPUShares(t, "call arcs", cpu, arcs)
+}
+
+// TestRecordDWARFStacks records programs whose callers only DWARF
+// unwinding finds, with jitprof record --call-graph dwarf, and checks the
+// chains their structure gives in jitprof's report: CPython 3.13's Python
+// frames through its perf_jit trampolines, and a C program built without
+// frame pointers whose hot code is qsort's comparison callback, called by
+// glibc's qsort (built without frame pointers too) from main. perf's own
+// DWARF unwinding of the same program is the yardstick, logged beside.
+func TestRecordDWARFStacks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv func(t *testing.T) []string
+		// in tells a sample of the innermost function; whole, that its
+		// stack holds the chain.
+		in, whole func(stack string) bool
+	}{
+		{
+			name: "CPython",
+			argv: func(t *testing.T) []string {
+				return []string{fixtures.Python313(t), "-X", "perf_jit", fixtures.Workload(t, "calls3.py"), "1"}
+			},
+			in: func(s string) bool { return strings.Contains(s, ";py::leaf:") },
+			whole: func(s string) bool {
+				return regexp.MustCompile(`py::<module>:[^;]*calls3\.py;py::outer:[^;]*;py::middle:[^;]*;py::leaf:`).MatchString(pythonFrames(s))
+			},
+		},
+		{
+			name: "qsort",
+			argv: func(t *testing.T) []string {
+				return []string{fixtures.BuildC(t, "qsort_cmp.c", "-O2", "-fomit-frame-pointer"), "1000"}
+			},
+			in:    func(s string) bool { return strings.HasSuffix(s, ";cmp") },
+			whole: regexp.MustCompile(`;main;[^;]*qsort[^;]*;(msort_with_tmp[^;]*;)+cmp$`).MatchString,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			argv := tc.argv(t)
+			dir := t.TempDir()
+			data := filepath.Join(dir, "perf.data")
+			code, _, stderr := jitprofMsg(t, append([]string{"record", "--call-graph", "dwarf", "-o", data, "--"}, argv...)...)
+			if code != 0 {
+				t.Fatalf("record: exit %d\n%s", code, stderr)
+			}
+			t.Logf("record: %s", strings.TrimSpace(stderr))
+			code, out := jitprof(t, "report", "-i", data, "--format", "folded")
+			if code != 0 {
+				t.Fatalf("report: exit %d\n%s", code, out)
+			}
+			in, whole := chainShare(foldedStacks(t, out), tc.in, tc.whole)
+			t.Logf("jitprof: %d of %d samples in the innermost function carry the whole chain", whole, in)
+			if in < 300 || float64(whole) < 0.95*float64(in) {
+				t.Errorf("%d of %d samples in the innermost function carry the whole chain, want 95%%", whole, in)
+			}
+
+			perfData := filepath.Join(dir, "perf-own.data")
+			fixtures.Perf(t, append([]string{"record", "-q", "-k", "mono", "--no-bpf-event", "-F", "999", "--call-graph", "dwarf", "-o", perfData, "--"}, argv...)...)
+			injected := filepath.Join(dir, "perf-own.jit.data")
+			fixtures.Perf(t, "inject", "--jit", "-i", perfData, "-o", injected)
+			in, whole = chainShare(scriptStacks(fixtures.Perf(t, "script", "--no-inline", "-i", injected, "-F", "ip,sym")), tc.in, tc.whole)
+			t.Logf("perf: %d of %d samples in the innermost function carry the whole chain", whole, in)
+		})
+	}
+}
+
+// chainShare counts the samples for which in holds, and of them those for
+// which whole does.
+func chainShare(stacks map[string]int, in, whole func(string) bool) (n, w int) {
+	for s, c := range stacks {
+		if in(s) {
+			n += c
+			if whole(s) {
+				w += c
+			}
+		}
+	}
+	return n, w
+}
+
+// TestRecordJavaStacks: with -g, jitprof record starts the JVM with frame
+// pointers kept in compiled code (-XX:+PreserveFramePointer), so the stacks
+// of the workload's methods reach main and the launcher's JavaMain on its
+// thread; HotSpot's compiled code otherwise uses rbp as it likes and the
+// walk stops at the first compiled frame, as the run with the flag turned
+// off shows (logged).
+func TestRecordJavaStacks(t *testing.T) {
+	src := fixtures.Workload(t, "Work.java")
+	dir := t.TempDir()
+	javac := fixtures.LookPath(t, "javac")
+	if out, err := exec.Command(javac, "-d", dir, src).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	java := fixtures.LookPath(t, "java")
+	share := func(t *testing.T, env string) (in, whole int) {
+		t.Setenv("JAVA_TOOL_OPTIONS", env)
+		data := filepath.Join(t.TempDir(), "perf.data")
+		code, _, stderr := jitprofMsg(t, "record", "-g", "-o", data, "--", java, "-cp", dir, "Work", "1500")
+		if code != 0 {
+			t.Fatalf("record: exit %d\n%s", code, stderr)
+		}
+		code, out := jitprof(t, "report", "-i", data, "--format", "folded")
+		if code != 0 {
+			t.Fatalf("report: exit %d\n%s", code, out)
+		}
+		return chainShare(foldedStacks(t, out),
+			regexp.MustCompile(`(^|;)Work\.`).MatchString,
+			regexp.MustCompile(`(^|;)(JavaMain|start_thread);.*;Work\.main\(`).MatchString)
+	}
+	in, whole := share(t, "")
+	t.Logf("with frame pointers: %d of %d samples in Work's methods reach main and JavaMain", whole, in)
+	if in < 1000 || float64(whole) < 0.9*float64(in) {
+		t.Errorf("%d of %d samples in Work's methods reach main and JavaMain, want 90%%", whole, in)
+	}
+	in, whole = share(t, "-XX:-PreserveFramePointer")
+	t.Logf("without: %d of %d", whole, in)
+}
+
+// TestRecordNodeInterpretedFrames: jitprof record runs node with
+// --interpreted-frames-native-stack, so V8 gives each interpreted function
+// a named copy of its interpreter trampoline, and frame-pointer stacks name
+// interpreted JS functions (JS:~) instead of stacking anonymous
+// InterpreterEntryTrampoline frames. What stays on the shared trampoline is
+// code V8 made no copy for (the module wrapper node compiles), a sliver.
+func TestRecordNodeInterpretedFrames(t *testing.T) {
+	workload := fixtures.Workload(t, "manyfunctions.js")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	data := filepath.Join(dir, "perf.data")
+	code, _, stderr := jitprofMsg(t, "record", "-g", "-o", data, "--", "node", workload)
+	if code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, stderr)
+	}
+	code, out := jitprof(t, "report", "-i", data, "--format", "folded", "--comm", "node")
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, out)
+	}
+	var all, shared, interpreted int
+	for s, n := range foldedStacks(t, out) {
+		all += n
+		if strings.Contains(s, "Builtin:InterpreterEntryTrampoline") {
+			shared += n
+		}
+		if strings.Contains(s, "JS:~") {
+			interpreted += n
+		}
+	}
+	t.Logf("%d samples: %d with an interpreted JS function named, %d with the shared trampoline", all, interpreted, shared)
+	if interpreted == 0 || float64(shared) > 0.02*float64(all) {
+		t.Errorf("%d of %d samples pass through the shared interpreter trampoline, %d name an interpreted function", shared, all, interpreted)
+	}
 }

@@ -36,12 +36,23 @@ import (
 func TestV8InlineShares(t *testing.T) {
 	workload := fixtures.Workload(t, "inlined.js")
 	perf, node := fixtures.LookPath(t, "perf"), fixtures.LookPath(t, "node")
-	for _, mode := range []string{"calls", "leaves"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		stacks []string
+	}{
+		{"calls", []string{"-g"}},
+		{"leaves", []string{"-g"}},
+		// Stacks unwound from DWARF reach the JS caller of a frameless
+		// C++ leaf too, as V8's sampler does.
+		{"calls", []string{"--call-graph", "dwarf"}},
+	} {
+		mode := tc.mode
+		t.Run(mode+" "+strings.Join(tc.stacks, " "), func(t *testing.T) {
 			dir := t.TempDir()
 			data := filepath.Join(dir, "perf.data")
-			run(t, dir, perf, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-g", "-o", data, "--",
-				node, "--perf-prof", "--cpu-prof", "--cpu-prof-dir", dir, "--cpu-prof-interval", "250", workload, mode, "2")
+			args := append([]string{"record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-o", data}, tc.stacks...)
+			run(t, dir, append(append([]string{perf}, args...), "--",
+				node, "--perf-prof", "--cpu-prof", "--cpu-prof-dir", dir, "--cpu-prof-interval", "250", workload, mode, "2")...)
 			v8, pid := cpuProfile(t, dir)
 			res, err := perfprof.Run(perfprof.Options{Input: data})
 			if err != nil {
@@ -92,7 +103,8 @@ func run(t *testing.T, dir string, argv ...string) {
 	}
 }
 
-// jsName is V8's name of a JS function, as jitprof names its frames.
+// jsName is V8's name of a JS function, as jitprof's perf-style outputs
+// name its frames (perfprof.PerfName).
 var jsName = regexp.MustCompile(`^JS:[*+^~]?(.*) (\S*):(\d+):(\d+)(?: \[inferred\])?$`)
 
 // key names a function the same way for jitprof and V8's profiles: name,
@@ -117,7 +129,7 @@ func innermostJS(res *perfprof.Result, pid int) (with, without map[string]float6
 			if !perfprof.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
 				continue
 			}
-			inner, outer := jsKey(loc.Line[0].Function.Name), jsKey(loc.Line[len(loc.Line)-1].Function.Name)
+			inner, outer := jsKey(perfprof.PerfName(loc.Line[0].Function)), jsKey(perfprof.PerfName(loc.Line[len(loc.Line)-1].Function))
 			if outer == "" {
 				continue
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
@@ -37,8 +38,14 @@ type Options struct {
 	// PerFunction makes one profile Location per function (and one per
 	// module for the addresses no symbol covers) instead of one per
 	// address: all that reports by function need, and far fewer distinct
-	// stacks to hold. Locations then carry no line numbers.
+	// stacks to hold. Locations then carry no line numbers; a jitted
+	// function's location is one per chain of methods inlined where it was
+	// sampled, so inlined methods stay frames.
 	PerFunction bool
+	// NoInline folds the methods the dumps say were inlined into the
+	// function that holds their code, as perf report --no-inline does:
+	// their samples count to it, at its own line.
+	NoInline bool
 }
 
 // Filter selects samples; zero values select all.
@@ -157,12 +164,14 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 	return read(r)
 }
 
-// location is a distinct frame: the same function at the same address.
+// location is a distinct frame: the same function at the same address,
+// or per function, the same function with the same methods inlined.
 type location struct {
-	module *symbolize.Module
-	name   string
-	start  uint64
-	addr   uint64
+	module  *symbolize.Module
+	name    string
+	start   uint64
+	addr    uint64
+	inlined string // per function: the inline chain's names and files
 }
 
 // Stacks are kept as nodes of a calling context tree: a node is a location
@@ -221,6 +230,7 @@ type aggregator struct {
 	filter      Filter
 	stages      *stages.Marks
 	perFunction bool
+	noInline    bool
 	attrs       map[*perfdata.Attr]bool // of the chosen event
 	event       string
 	unit        string
@@ -254,6 +264,7 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		space:       space,
 		filter:      opts.Filter,
 		perFunction: opts.PerFunction,
+		noInline:    opts.NoInline,
 		attrs:       make(map[*perfdata.Attr]bool),
 		locIDs:      make(map[location]uint32),
 		lookups:     make([]cached, lookupSlots),
@@ -484,6 +495,9 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	}
 	if a.perFunction {
 		key.addr = 0
+		for _, in := range a.inlineChain(fr) {
+			key.inlined += in.Name + "\x00" + in.File + "\x00"
+		}
 	}
 	if id, ok := a.locIDs[key]; ok {
 		return id
@@ -498,6 +512,15 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	id := uint32(len(a.frames))
 	a.locIDs[key] = id
 	return id
+}
+
+// inlineChain returns the methods inlined at fr, outermost first (see
+// dumpindex.Code.InlineChain), or none when they are folded.
+func (a *aggregator) inlineChain(fr symbolize.Frame) []dumpindex.InlineFrame {
+	if fr.Symbol.JIT == nil || a.noInline {
+		return nil
+	}
+	return fr.Symbol.JIT.InlineChain(fr.Symbol.LoadAddr(fr.Addr))
 }
 
 // RunStages runs the analysis once per stage, in order, each with the
