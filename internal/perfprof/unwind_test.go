@@ -27,8 +27,8 @@ import (
 // caller; only the CFI gets through.
 const (
 	dwarfPid = 1<<22 + 7 // beyond any pid_max: no live process's perf map answers
-	elfBase  = 0x5600_0000_0000
-	jitBase  = 0x7f00_0000_0000
+	elfStart = 0x5600_0000_0000
+	jitStart = 0x7f00_0000_0000
 	fnSize   = 64
 	// Where samples' pcs lie in a function: the leaf past its prologue,
 	// callers at a return address in the body.
@@ -70,7 +70,7 @@ func (f frame) name() string {
 func (f frame) pc(elfCode uint64, leaf bool) uint64 {
 	base := elfCode
 	if f.jitted {
-		base = jitBase
+		base = jitStart
 	}
 	off := uint64(retAt)
 	if leaf {
@@ -182,7 +182,7 @@ func writeDWARFRecording(t testing.TB, dir string, samples, nfn int, depth func(
 		t.Fatal(err)
 	}
 	for i := range nfn {
-		fn := &jitdump.Function{Name: frame{jitted: true, fn: i}.name(), Addr: jitBase + uint64(i)*fnSize,
+		fn := &jitdump.Function{Name: frame{jitted: true, fn: i}.name(), Addr: jitStart + uint64(i)*fnSize,
 			Code: make([]byte, fnSize), Unwind: unwinding(frameless)}
 		if _, err := jw.Load(fn); err != nil {
 			t.Fatal(err)
@@ -219,8 +219,8 @@ func writeDWARFRecording(t testing.TB, dir string, samples, nfn int, depth func(
 	}
 	for _, rec := range []perfdata.Record{
 		&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm, perfdata.MiscCommExec), Pid: dwarfPid, Tid: dwarfPid, Comm: "synth", Trailer: tr},
-		mmap(elfBase, uint64(len(img)), elfPath, lay.BuildID[:]),
-		mmap(jitBase, uint64(nfn)*fnSize, "//anon", nil),
+		mmap(elfStart, uint64(len(img)), elfPath, lay.BuildID[:]),
+		mmap(jitStart, uint64(nfn)*fnSize, "//anon", nil),
 		mmap(0x7fff_0000_0000, 0x1000, dumpPath, nil),
 	} {
 		if err := w.WriteRecord(rec); err != nil {
@@ -231,7 +231,7 @@ func writeDWARFRecording(t testing.TB, dir string, samples, nfn int, depth func(
 	regs := make([]uint64, 20) // the bits of regsMask
 	end := jitdump.Now()
 	for s := range samples {
-		ip, sp, bp := layStack(dwarfStack(s, depth(s), nfn), elfBase+lay.Offsets[0], mem)
+		ip, sp, bp := layStack(dwarfStack(s, depth(s), nfn), elfStart+lay.Offsets[0], mem)
 		// REGS_USER holds the registers in bit order: bp, sp and ip are
 		// bits 6 to 8, all set below them.
 		regs[regBP], regs[regSP], regs[regIP] = bp, sp, ip
