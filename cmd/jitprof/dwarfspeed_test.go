@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +95,8 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // removeDumps removes, at the test's end, the dumps the recording's
-// processes wrote (CPython writes them in /tmp).
+// processes wrote (CPython writes them in /tmp) and the images perf inject
+// writes beside them.
 func removeDumps(t *testing.T, data string) {
 	t.Helper()
 	f, err := perfdata.Open(data)
@@ -107,6 +109,11 @@ func removeDumps(t *testing.T, data string) {
 		t.Fatal(err)
 	}
 	for _, m := range rec.Markers {
-		t.Cleanup(func() { os.Remove(m.Path) })
+		t.Cleanup(func() {
+			images, _ := filepath.Glob(filepath.Join(filepath.Dir(m.Path), fmt.Sprintf("jitted-%d-*.so", m.Pid)))
+			for _, p := range append(images, m.Path) {
+				os.Remove(p)
+			}
+		})
 	}
 }
