@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -170,19 +169,7 @@ func TestDWARFStacksFramelessJIT(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	out := fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "2000", "--call-graph", "dwarf", "-o", data, "--", bin, "-dir", dir, "-duration", "1s", "-frame-pointers=false")
-	var truth struct {
-		Functions map[string]struct {
-			CPUNanos int64 `json:"cpu_ns"`
-		} `json:"functions"`
-		Calls []struct {
-			Caller   string `json:"caller"`
-			Callee   string `json:"callee"`
-			CPUNanos int64  `json:"cpu_ns"`
-		} `json:"calls"`
-	}
-	if err := json.Unmarshal(out, &truth); err != nil {
-		t.Fatalf("minijit's report: %v\n%s", err, out)
-	}
+	truth := fixtures.ParseJITTruth(t, out)
 	code, folded := jitprof(t, "report", "-i", data, "--format", "folded")
 	if code != 0 {
 		t.Fatalf("report: exit %d\n%s", code, folded)
