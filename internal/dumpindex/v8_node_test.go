@@ -59,8 +59,9 @@ func TestV8InlineShares(t *testing.T) {
 		mode := tc.mode
 		t.Run(mode+" "+strings.Join(tc.stacks, " "), func(t *testing.T) {
 			var wait func()
-			truthDir := t.TempDir()
+			var truthDir string
 			if mode == "leaves" {
+				truthDir = t.TempDir()
 				wait = start(t, truthDir, node, "--no-turbo-inlining", "--cpu-prof", "--cpu-prof-dir", truthDir, "--cpu-prof-interval", "250", workload, mode, "2")
 			}
 			dir := t.TempDir()
