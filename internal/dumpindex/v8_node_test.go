@@ -1,6 +1,7 @@
 package dumpindex_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
@@ -29,7 +31,15 @@ import (
 //   - leaves: the inlined functions do arithmetic in their own inlined code,
 //     which V8's sampler gives to the caller (it resolves no inlining at
 //     the sampled pc); the truth is its shares on a second run with
-//     --no-turbo-inlining, where every function runs its own code.
+//     --no-turbo-inlining, where every function runs its own code. The
+//     workload makes each function's cost that of a long loop whose
+//     iterations the driver fixes, the same inlined or not, and the second
+//     run goes alongside the recorded one, so both see the same load.
+//
+// Shares are of the samples in the workload's own functions: perf's cover
+// node's start-up too (C++, and JS the interpreter runs in builtins, with no
+// jitted frame), V8's begin later and name what they see, and a few points
+// of that difference would scale every share.
 //
 // Without the recovered frames (the compiled function's name) some function
 // above 5% must be off by more than 5 points: the check can fail.
@@ -48,22 +58,31 @@ func TestV8InlineShares(t *testing.T) {
 	} {
 		mode := tc.mode
 		t.Run(mode+" "+strings.Join(tc.stacks, " "), func(t *testing.T) {
+			var wait func()
+			var truthDir string
+			if mode == "leaves" {
+				truthDir = t.TempDir()
+				wait = start(t, truthDir, node, "--no-turbo-inlining", "--cpu-prof", "--cpu-prof-dir", truthDir, "--cpu-prof-interval", "250", workload, mode, "2")
+			}
 			dir := t.TempDir()
 			data := filepath.Join(dir, "perf.data")
 			args := append([]string{"record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-o", data}, tc.stacks...)
-			run(t, dir, append(append([]string{perf}, args...), "--",
-				node, "--perf-prof", "--cpu-prof", "--cpu-prof-dir", dir, "--cpu-prof-interval", "250", workload, mode, "2")...)
+			start(t, dir, append(append([]string{perf}, args...), "--",
+				node, "--perf-prof", "--cpu-prof", "--cpu-prof-dir", dir, "--cpu-prof-interval", "250", workload, mode, "2")...)()
+			script := filepath.Base(workload)
 			v8, pid := cpuProfile(t, dir)
+			v8 = within(v8, script)
 			res, err := perfprof.Run(perfprof.Options{Input: data})
 			if err != nil {
 				t.Fatal(err)
 			}
 			with, without := innermostJS(res, pid)
+			with, without = within(with, script), within(without, script)
 			truth := v8
-			if mode == "leaves" {
-				truthDir := t.TempDir()
-				run(t, truthDir, node, "--no-turbo-inlining", "--cpu-prof", "--cpu-prof-dir", truthDir, "--cpu-prof-interval", "250", workload, mode, "2")
+			if wait != nil {
+				wait()
 				truth, _ = cpuProfile(t, truthDir)
+				truth = within(truth, script)
 			}
 			keys := slices.Sorted(maps.Keys(union(truth, with, without, v8)))
 			worst := 0.0
@@ -94,12 +113,49 @@ func union(ms ...map[string]float64) map[string]bool {
 	return u
 }
 
-func run(t *testing.T, dir string, argv ...string) {
+// within returns the shares of the functions of script, as percentages of
+// their sum.
+func within(m map[string]float64, script string) map[string]float64 {
+	var sum float64
+	for k, v := range m {
+		if inScript(k, script) {
+			sum += v
+		}
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		if inScript(k, script) && sum > 0 {
+			out[k] = v * 100 / sum
+		}
+	}
+	return out
+}
+
+// inScript tells whether key k (see key) names a function of script.
+func inScript(k, script string) bool {
+	i := strings.LastIndexByte(k, ' ')
+	return i >= 0 && strings.HasPrefix(k[i+1:], script+":")
+}
+
+// start starts argv in dir; the function it returns waits for it to exit
+// and fails the test if it did not exit cleanly. A test that stops first
+// still waits for it, in its cleanup.
+func start(t *testing.T, dir string, argv ...string) (wait func()) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	exited := sync.OnceValue(cmd.Wait)
+	t.Cleanup(func() { _ = exited() })
+	return func() {
+		t.Helper()
+		if err := exited(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out.Bytes())
+		}
 	}
 }
 

@@ -12,36 +12,56 @@
 // inlined code to their caller (src/profiler/symbolizer.cc).
 'use strict';
 
-function horner(x) {
+// Each leaf runs a long loop per call and is called few times, so its cost
+// is the loop's, the same whether TurboFan inlines it or not (no call
+// overhead or per-call setup to speak of), and the driver fixes each one's
+// iterations: the shares of a run with inlining off are those of this run.
+// Every loop is a chain of dependent multiplications (imul, a fixed
+// latency) with a few ALU steps and no data-dependent branch: it runs at
+// about one instruction a cycle, so neither the front end (the code's
+// alignment differs between compiles, and between inlined and not) nor
+// another process on the machine changes the functions' relative costs,
+// as short loops, floating point and branches did here. The counts come
+// in as arguments, so no inlined loop sees a constant bound the function
+// alone would not.
+function horner(x, n) {
   let y = 0;
-  for (let k = 0; k < 48; k++) y = y * x + k;
+  for (let k = 0; k < n; k++) {
+    y = (Math.imul(y, x) + k) | 0;
+    y = (Math.imul(y, x) + 3) | 0;
+    y = (Math.imul(y, x) + 5) | 0;
+  }
   return y;
 }
 
-function mix(h, v) {
-  for (let k = 0; k < 20; k++) {
-    h = Math.imul(h ^ v, 0x9e3779b1);
-    h ^= h >>> 15;
+function mix(h, n) {
+  for (let k = 0; k < n; k++) {
+    h = Math.imul(h ^ k, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
   }
   return h;
 }
 
-function collatz(n) {
+// collatz takes 3c+1 for odd c and c/2 for even, without a branch.
+function collatz(c, n) {
   let steps = 0;
-  for (let k = 0; k < 12; k++) {
-    n = (n & 1) ? (3 * n + 1) | 0 : n >>> 1;
-    steps += n & 3;
+  for (let k = 0; k < n; k++) {
+    c = (Math.imul(c & 1, Math.imul(c, 5) + 2) + c) >> 1;
+    c = (Math.imul(c & 1, Math.imul(c, 5) + 2) + c) >> 1;
+    steps += c & 3;
   }
   return steps;
 }
 
-function runLeaves(rounds) {
+function runLeaves(rounds, plan) {
   let acc = 0, h = 7, c = 0, own = 1;
   for (let i = 0; i < rounds; i++) {
-    acc += horner((i & 1023) * 1e-3);
-    h = mix(h, i);
-    c += collatz(i | 1);
-    for (let k = 0; k < 6; k++) own = (own * 31 + i) % 1000003;
+    acc = (acc + horner(i | 1, plan[0])) | 0;
+    h = mix(h, plan[1]);
+    c = (c + collatz(i * 7919 + 1, plan[2])) | 0;
+    for (let k = 0; k < plan[3]; k++) own = (Math.imul(Math.imul(own, 31) ^ k, 17) + 1) | 0;
   }
   return acc + h + c + own;
 }
@@ -70,11 +90,13 @@ function runCalls(rounds) {
   return t + own;
 }
 
-const run = process.argv[2] === 'calls' ? runCalls : runLeaves;
+// Iterations per round of horner, mix, collatz and runLeaves' own loop.
+const plan = [2400, 1800, 1300, 1600];
+const calls = process.argv[2] === 'calls';
 const end = Date.now() + Number(process.argv[3] || 2) * 1000;
 let total = 0, rounds = 0;
 while (Date.now() < end) {
-  total += run(20000);
+  total += calls ? runCalls(20000) : runLeaves(200, plan);
   rounds++;
 }
 console.log(rounds, total);
