@@ -136,22 +136,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Note == nil {
 		o.Note = func(string) {}
 	}
-	note := o.Note
-	ev := Event{}
-	if o.Event != nil {
-		ev = *o.Event
-	} else {
-		var msg string
-		if ev, msg = DefaultEvent(); msg != "" {
-			note(msg)
-		}
-	}
-	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
-		// What perf does too: the kernel refuses more at this level.
-		ev.ExcludeKernel = true
-		ev.Name += ":u"
-		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
-	}
+	ev := chooseEvent(o.Event, o.Note)
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
@@ -220,6 +205,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s.w = nil
 	return &s.res, nil
+}
+
+// chooseEvent returns the event asked for, else DefaultEvent, user space
+// only where the kernel would refuse more.
+func chooseEvent(asked *Event, note func(string)) Event {
+	ev := Event{}
+	if asked != nil {
+		ev = *asked
+	} else {
+		var msg string
+		if ev, msg = DefaultEvent(); msg != "" {
+			note(msg)
+		}
+	}
+	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
+		// What perf does too: the kernel refuses more at this level.
+		ev.ExcludeKernel = true
+		ev.Name += ":u"
+		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
+	}
+	return ev
 }
 
 func btoi(b bool) int {
