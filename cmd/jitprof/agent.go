@@ -14,7 +14,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var (
-		o     = agent.Options{Window: 10 * time.Second}
+		o     = agent.Options{Window: 10 * time.Second, JITWait: 30 * time.Second}
 		event string
 		pids  []uint
 		quiet bool
@@ -84,6 +84,7 @@ jitprof record's help lists the variables that do it.`,
 	f.IntVar(&o.Buffer, "buffer", 30, "windows kept for the collector while it cannot be reached")
 	f.StringVar(&o.PprofDir, "pprof-dir", "", "write each window's profile into `DIR` as jitprof-TIME-SEQ.pb.gz")
 	f.Int64Var(&maxMB, "pprof-max-mb", 512, "keep --pprof-dir's profiles within this many MiB, removing the oldest")
+	f.Var(durationFlag{&o.JITWait}, "jit-wait", "how long a window waits, at most, for the dumps its jitted samples need (runtimes such as V8 buffer them)")
 	f.StringVar(&o.Status, "status", "", "rewrite `FILE` after each window with the agent's counters (JSON)")
 	f.StringVar(&o.KeepWindows, "keep-windows", "", "keep each window's perf.data in `DIR` (for jitprof report; debugging)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no log lines")

@@ -26,10 +26,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/record"
@@ -70,7 +71,10 @@ type Options struct {
 	// Status, if set, is a file rewritten after every window with the
 	// agent's counters (Status), as JSON.
 	Status string
-	Log    func(string)
+	// JITWait is how long a window waits for the dumps of its processes
+	// to catch up with it, at most (see dumpwatch.go).
+	JITWait time.Duration
+	Log     func(string)
 }
 
 // Status is the agent's counters, as the status file gives them.
@@ -79,9 +83,11 @@ type Status struct {
 	Samples int64 `json:"samples"` // written into windows
 	Lost    int64 `json:"lost"`    // dropped by the kernel
 	// Profiled counts the windows symbolized; SkippedWindows those dropped
-	// because symbolizing fell behind.
+	// because symbolizing fell behind; Early those symbolized before
+	// every dump they needed had caught up (JITWait ran out).
 	Profiled       int64 `json:"profiled"`
 	SkippedWindows int64 `json:"skipped_windows"`
+	Early          int64 `json:"early"`
 	// Sent counts the windows the collector accepted; Dropped those
 	// dropped while it could not be reached; SendErrors the failed tries.
 	Sent       int64 `json:"sent"`
@@ -92,12 +98,12 @@ type Status struct {
 }
 
 type counters struct {
-	windows, samples, lost, profiled, skipped, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
+	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
 }
 
 func (c *counters) snapshot() Status {
 	return Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
-		SkippedWindows: c.skipped.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
+		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
 		PprofFiles: c.pprofFiles.Load(), Processes: c.processes.Load()}
 }
 
@@ -107,11 +113,18 @@ type window struct {
 	seq        int64
 	path       string
 	start, end time.Time
+	endMono    uint64 // end, in CLOCK_MONOTONIC ns, the clock of samples and dumps
 	procs      map[uint32]otlpprof.Process
+	// waits are the dumps the window's samples need, of processes still
+	// running at its end (see dumpwatch.go).
+	waits []dumpWait
 }
 
-// windowQueue is how many finished windows may wait for the symbolizer.
-const windowQueue = 2
+// dumpWait is a dump a window waits for.
+type dumpWait struct {
+	pid  uint32
+	path string
+}
 
 // Run samples until ctx is done or Duration passes, then sends what it
 // has and returns.
@@ -148,7 +161,10 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Status{}, err
 	}
-	s := &sampler{o: o, st: st, dir: dir, tr: newTracker(), queue: make(chan *window, windowQueue)}
+	// Windows wait for their dumps in the queue: room for as many as
+	// JITWait holds, and two more.
+	queue := int(o.JITWait/o.Window) + 2
+	s := &sampler{o: o, st: st, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
 	var sinks []sink
 	if o.OTLP != "" {
 		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
@@ -167,7 +183,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
-	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != ""}
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), stopping: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, sk := range sinks {
 		wg.Go(sk.run)
@@ -176,6 +192,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	symWG.Go(func() { sym.run(s.queue) })
 
 	err = s.run(ctx)
+	close(sym.stopping)
 	close(s.queue)
 	symWG.Wait()
 	for _, sk := range sinks {
@@ -199,6 +216,8 @@ type sampler struct {
 	seq   int64
 	queue chan *window
 	c     counters
+	// sampled are the pids with samples in the current window.
+	sampled map[uint32]bool
 }
 
 // drainEvery bounds how long records wait in the ring buffers: the
@@ -242,7 +261,9 @@ func (s *sampler) track(rec perfdata.Record) error {
 // begin starts a window's perf.data with the state of every live process.
 func (s *sampler) begin(now time.Time) error {
 	s.seq++
-	path := filepath.Join(s.dir, "window-"+strconv.FormatInt(s.seq, 10)+".data")
+	// The start time in the name lets a window's perf.data be matched
+	// with its profile, which carries that time.
+	path := filepath.Join(s.dir, fmt.Sprintf("window-%06d-%d.data", s.seq, now.UnixNano()))
 	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.st.Attr}, Features: s.st.Features()})
 	if err != nil {
 		return err
@@ -261,6 +282,11 @@ func (s *sampler) add(rec []byte) error {
 	switch t := perfdata.RecordType(binary.LittleEndian.Uint32(rec)); t {
 	case perfdata.TypeSample:
 		s.c.samples.Add(1)
+		if r, err := s.dec.decode(rec); err == nil {
+			if smp, ok := r.(*perfdata.Sample); ok {
+				s.sampled[smp.Pid] = true
+			}
+		}
 	case perfdata.TypeLost:
 		if len(rec) >= 24 {
 			s.c.lost.Add(int64(binary.LittleEndian.Uint64(rec[16:])))
@@ -286,8 +312,9 @@ func (s *sampler) add(rec []byte) error {
 // next.
 func (s *sampler) cut(now time.Time, next bool) error {
 	w := s.cur
-	w.end = now
-	w.procs = s.tr.cut()
+	w.end, w.endMono = now, monotonic()
+	w.procs, w.waits = s.tr.cut(s.sampled)
+	clear(s.sampled)
 	s.c.processes.Store(int64(len(s.tr.procs)))
 	s.c.windows.Add(1)
 	if err := s.w.Close(); err != nil {
@@ -307,4 +334,11 @@ func (s *sampler) cut(now time.Time, next bool) error {
 		return nil
 	}
 	return s.begin(now)
+}
+
+// monotonic returns CLOCK_MONOTONIC now, in ns.
+func monotonic() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }

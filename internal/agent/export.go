@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,11 +18,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/jitdump"
 )
 
 // symbolizer turns finished windows into profiles and hands them to the
@@ -34,7 +39,9 @@ type symbolizer struct {
 	keep  bool
 	// warned holds the warnings already logged, so that a dump missing
 	// in every window is said once; cleared when it grows past a bound.
-	warned map[string]bool
+	warned   map[string]bool
+	dumps    *dumpWatch
+	stopping chan struct{} // closed when sampling has stopped
 }
 
 const maxWarned = 1000
@@ -42,6 +49,8 @@ const maxWarned = 1000
 func (y *symbolizer) run(queue <-chan *window) {
 	y.warned = make(map[string]bool)
 	for w := range queue {
+		y.await(w)
+		y.dumps.forget(w.seq - 1)
 		y.window(w)
 		if !y.keep {
 			os.Remove(w.path)
@@ -66,7 +75,42 @@ func (y *symbolizer) window(w *window) {
 	}
 }
 
+// stopGrace is how long windows still wait for dumps once the agent stops.
+const stopGrace = 2 * time.Second
+
+// await returns once every dump w needs has caught up with it, or its
+// time to wait has passed.
+func (y *symbolizer) await(w *window) {
+	deadline := w.end.Add(y.o.JITWait)
+	pending := w.waits
+	for {
+		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {
+			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(d.path, w.endMono, w.seq)
+		})
+		if len(pending) == 0 {
+			return
+		}
+		select {
+		case <-y.stopping:
+			if grace := time.Now().Add(stopGrace); grace.Before(deadline) {
+				deadline = grace
+			}
+		default:
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			y.c.early.Add(1)
+			y.o.Log(fmt.Sprintf("window %d symbolized before %s caught up (its runtime buffers it): jitted code it describes may stay unnamed", w.seq, pending[0].path))
+			return
+		}
+		time.Sleep(min(wait, 250*time.Millisecond))
+	}
+}
+
 func (y *symbolizer) warn(err error) {
+	if errors.Is(err, jitdump.ErrTruncated) {
+		return // a dump still being written
+	}
 	msg := err.Error()
 	if y.warned[msg] {
 		return
@@ -189,7 +233,8 @@ func (x *otlpSink) run() {
 func (x *otlpSink) send(it item, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := x.client.Export(ctx, pprofileotlp.NewExportRequestFromProfiles(it.profiles))
+	// Profiles compress several times over; the OTLP receiver takes gzip.
+	_, err := x.client.Export(ctx, pprofileotlp.NewExportRequestFromProfiles(it.profiles), grpc.UseCompressor(gzip.Name))
 	return err
 }
 
@@ -264,7 +309,7 @@ func (ps *pprofSink) trim() error {
 		total += fi.Size()
 	}
 	slices.SortFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) }) // names sort by time
-	for _, f := range files[:max(len(files)-1, 0)] {                                     // the newest is always kept
+	for _, f := range files[:max(len(files)-1, 0)] {                                       // the newest is always kept
 		if total <= ps.max {
 			break
 		}

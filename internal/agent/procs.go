@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/perfdata"
 )
@@ -177,7 +178,20 @@ func place(maps []*perfdata.Mmap2, m *perfdata.Mmap2) []*perfdata.Mmap2 {
 	return append(out, m)
 }
 
-func isAnon(name string) bool { return strings.HasPrefix(name, "//anon") || strings.HasPrefix(name, "[") }
+func isAnon(name string) bool {
+	return strings.HasPrefix(name, "//anon") || strings.HasPrefix(name, "[")
+}
+
+// markers returns the paths of the dumps a live process marked.
+func (p *proc) markers() []string {
+	var paths []string
+	for _, m := range p.maps {
+		if jitsources.IsMarker(m.Filename) {
+			paths = append(paths, m.Filename)
+		}
+	}
+	return paths
+}
 
 // records writes the state of every live process, the kernel first, as
 // the head of a window's perf.data.
@@ -204,16 +218,24 @@ func (t *tracker) records(emit func(perfdata.Record) error) error {
 }
 
 // cut ends a window: it returns what the window's resources say of every
-// process it knew, and drops the processes that exited in it.
-func (t *tracker) cut() map[uint32]otlpprof.Process {
+// process it knew and the dumps of the live processes sampled in it, and
+// drops the processes that exited in it.
+func (t *tracker) cut(sampled map[uint32]bool) (map[uint32]otlpprof.Process, []dumpWait) {
 	infos := make(map[uint32]otlpprof.Process, len(t.procs))
+	var waits []dumpWait
 	for pid, p := range t.procs {
 		infos[pid] = p.info
 		if p.exited {
 			delete(t.procs, pid)
+			continue
+		}
+		if sampled[pid] {
+			for _, path := range p.markers() {
+				waits = append(waits, dumpWait{pid: pid, path: path})
+			}
 		}
 	}
-	return infos
+	return infos, waits
 }
 
 // describe reads what a process's resource says of it, at its exec or
@@ -306,6 +328,9 @@ func newDecoder(attr *perfdata.Attr) (*decoder, error) {
 	if _, err := d.r.NextRaw(); err != nil {
 		return nil, err
 	}
+	// What is kept of a record is copied, strings cloned, so samples,
+	// decoded for their pid, cost no allocation.
+	d.r.ReuseRecord = true
 	return d, nil
 }
 

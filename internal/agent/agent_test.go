@@ -1,0 +1,318 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
+)
+
+// fnKey is a function of a process.
+type fnKey struct {
+	pid  int64
+	name string
+}
+
+// windowCounts are a window's samples by the function they landed in (the
+// leaf frame's function, as report's self column counts them).
+type windowCounts struct {
+	total  int64
+	counts map[fnKey]int64
+	// procs are the resource attributes of each pid.
+	procs map[int64]map[string]any
+	// names are every function name in the window's stacks, inlined
+	// ones included, by pid.
+	names map[int64]map[string]bool
+}
+
+// received sorts what the backend received by window, the profile's start
+// time.
+func received(ps []pprofile.Profiles) map[int64]*windowCounts {
+	out := make(map[int64]*windowCounts)
+	for _, p := range ps {
+		d := p.Dictionary()
+		str := func(i int32) string { return d.StringTable().At(int(i)) }
+		fnName := func(l pprofile.Line) string { return str(d.FunctionTable().At(int(l.FunctionIndex())).NameStrindex()) }
+		for _, rp := range p.ResourceProfiles().All() {
+			attrs := rp.Resource().Attributes().AsRaw()
+			pid := int64(-1)
+			if v, ok := rp.Resource().Attributes().Get("process.pid"); ok {
+				pid = v.Int()
+			}
+			for _, sp := range rp.ScopeProfiles().All() {
+				for _, pr := range sp.Profiles().All() {
+					start := int64(pr.Time())
+					w := out[start]
+					if w == nil {
+						w = &windowCounts{counts: make(map[fnKey]int64), procs: make(map[int64]map[string]any), names: make(map[int64]map[string]bool)}
+						out[start] = w
+					}
+					w.procs[pid] = attrs
+					if w.names[pid] == nil {
+						w.names[pid] = make(map[string]bool)
+					}
+					for _, s := range pr.Samples().All() {
+						n := s.Values().At(0)
+						w.total += n
+						locs := d.StackTable().At(int(s.StackIndex())).LocationIndices()
+						leaf := ""
+						for j := range locs.Len() {
+							lines := d.LocationTable().At(int(locs.At(j))).Lines()
+							for _, l := range lines.All() {
+								w.names[pid][fnName(l)] = true
+							}
+							if j == 0 && lines.Len() > 0 {
+								leaf = fnName(lines.At(lines.Len() - 1)) // the function holding the code
+							}
+						}
+						w.counts[fnKey{pid, leaf}] += n
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// reportCounts runs jitprof report on a window's perf.data: samples by pid
+// and function.
+func reportCounts(t *testing.T, jitprof, data string) (map[fnKey]int64, int64) {
+	t.Helper()
+	out, err := exec.Command(jitprof, "report", "-q", "-i", data, "--format", "json", "--sort", "pid,symbol").Output()
+	if err != nil {
+		t.Fatalf("jitprof report -i %s: %v", data, err)
+	}
+	var rep struct {
+		Total   int64 `json:"total"`
+		Entries []struct {
+			Pid    int64  `json:"pid"`
+			Symbol string `json:"symbol"`
+			Self   int64  `json:"self"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("jitprof report's JSON: %v\n%.2000s", err, out)
+	}
+	counts := make(map[fnKey]int64)
+	for _, e := range rep.Entries {
+		name := e.Symbol
+		if name == "[unknown]" {
+			name = ""
+		}
+		counts[fnKey{e.Pid, name}] += e.Self
+	}
+	return counts, rep.Total
+}
+
+// shareDiffs lists the functions whose shares (in points) differ by more
+// than tolerance between two counts of one window.
+func shareDiffs(a map[fnKey]int64, at int64, b map[fnKey]int64, bt int64, tolerance float64) []string {
+	var bad []string
+	keys := make(map[fnKey]bool)
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	for k := range keys {
+		sa, sb := 100*float64(a[k])/float64(max(at, 1)), 100*float64(b[k])/float64(max(bt, 1))
+		if math.Abs(sa-sb) > tolerance {
+			bad = append(bad, fmt.Sprintf("pid %d %q: %.2f%% against %.2f%%", k.pid, k.name, sa, sb))
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+func TestShareDiffs(t *testing.T) {
+	a := map[fnKey]int64{{1, "f"}: 50, {1, "g"}: 50}
+	for _, tc := range []struct {
+		name string
+		b    map[fnKey]int64
+		bad  int
+	}{
+		{"same", map[fnKey]int64{{1, "f"}: 50, {1, "g"}: 50}, 0},
+		{"within a point", map[fnKey]int64{{1, "f"}: 501, {1, "g"}: 499}, 0},
+		{"two points off", map[fnKey]int64{{1, "f"}: 52, {1, "g"}: 48}, 2},
+		{"another pid", map[fnKey]int64{{2, "f"}: 50, {1, "g"}: 50}, 2},
+		{"a function missing", map[fnKey]int64{{1, "f"}: 100}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var bt int64
+			for _, n := range tc.b {
+				bt += n
+			}
+			if bad := shareDiffs(a, 100, tc.b, bt, 1); len(bad) != tc.bad {
+				t.Errorf("%d differences, want %d: %v", len(bad), tc.bad, bad)
+			}
+		})
+	}
+}
+
+// keptWindows returns the agent's kept window files by start time.
+func keptWindows(t *testing.T, dir string) map[int64]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "window-*.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int64]string)
+	for _, p := range paths {
+		f := strings.Split(strings.TrimSuffix(filepath.Base(p), ".data"), "-")
+		ns, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: no start time in the name", p)
+		}
+		out[ns] = p
+	}
+	return out
+}
+
+// javaWork compiles the Java workload and returns the command that runs it
+// for ms milliseconds with jitprof's JVMTI agent writing its dump into dir.
+func javaWork(t *testing.T, dir string, ms int) []string {
+	t.Helper()
+	javac, java := fixtures.LookPath(t, "javac"), fixtures.LookPath(t, "java")
+	if out, err := exec.Command(javac, "-d", dir, fixtures.Workload(t, "Work.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	agentLib := filepath.Join(fixtures.Agents(t), "libjitprof-jvmti.so")
+	return []string{java, "-agentpath:" + agentLib + "=dir=" + dir, "-cp", dir, "Work", strconv.Itoa(ms)}
+}
+
+// erlangBusy compiles testdata/busy.erl into dir and returns the command
+// that runs it for ms milliseconds under the JIT, writing its dump.
+func erlangBusy(t *testing.T, dir string, ms int) []string {
+	t.Helper()
+	erl, erlc := fixtures.LookPath(t, "erl"), fixtures.LookPath(t, "erlc")
+	src, err := filepath.Abs("testdata/busy.erl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(erlc, "-o", dir, src).CombinedOutput(); err != nil {
+		t.Fatalf("erlc: %v\n%s", err, out)
+	}
+	return []string{erl, "-noshell", "-boot", "no_dot_erlang", "+JPperf", "true", "-pa", dir, "-s", "busy", "main", strconv.Itoa(ms)}
+}
+
+// nodeBusy returns the command that runs testdata/busy.js for ms
+// milliseconds writing a dump into its directory.
+func nodeBusy(t *testing.T, ms int) []string {
+	t.Helper()
+	src, err := filepath.Abs("testdata/busy.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{fixtures.LookPath(t, "node"), "--perf-prof", "--interpreted-frames-native-stack", src, strconv.Itoa(ms)}
+}
+
+// TestCollector runs jitprof agent against a real collector while node,
+// Java and Erlang programs start before and after it: their jitted
+// functions must be named in what the collector received (its debug
+// output, and what it forwarded to a backend), with the resource
+// attributes of their processes, and each window's per-function shares
+// must be jitprof report's on the same window's perf.data.
+func TestCollector(t *testing.T) {
+	jitprof, otelcol := binaries(t)
+	be := startBackend(t)
+	col := newCollector(t, otelcol, freePort(t), be.addr)
+	col.start(t)
+	dir := t.TempDir()
+	windows, status := filepath.Join(dir, "windows"), filepath.Join(dir, "status.json")
+	javaCmd := javaWork(t, dir, 7000)
+	erlCmd := erlangBusy(t, dir, 14000)
+
+	nodeBefore := start(t, dir, nodeBusy(t, 14000)...)
+	erlBefore := start(t, dir, erlCmd...)
+	time.Sleep(time.Second) // running when the agent starts
+	ag := start(t, dir, jitprof, "agent", "--otlp", fmt.Sprintf("127.0.0.1:%d", col.port), "-F", "99",
+		"--window", "4s", "--duration", "14s", "--keep-windows", windows, "--status", status)
+	time.Sleep(3 * time.Second)
+	javaAfter := start(t, dir, javaCmd...)
+	nodeAfter := start(t, dir, nodeBusy(t, 5000)...)
+	for _, p := range []*program{nodeAfter, javaAfter, nodeBefore, erlBefore, ag} {
+		p.wait(t)
+	}
+	t.Logf("agent:\n%s", ag.out.String())
+	st := readStatus(t, status)
+	if st.Windows < 3 || st.Sent != st.Windows || st.Dropped != 0 {
+		t.Fatalf("status %+v: want every window (3 or more) sent", st)
+	}
+	// The collector forwards each export as it comes.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(be.received()) < int(st.Sent) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	got := received(be.received())
+	if len(got) != int(st.Windows) {
+		t.Fatalf("the backend has %d windows, the agent sent %d; the collector said:\n%s", len(got), st.Windows, col.log())
+	}
+
+	// Named in each program's process, whenever it started: node's
+	// functions, HotSpot's compiled Work.fib, BEAM's busy:fib/1.
+	debug := col.debugOutput(t)
+	for _, tc := range []struct {
+		who     string
+		p       *program
+		runtime string
+		fn      *regexp.Regexp
+	}{
+		{"node started before", nodeBefore, "nodejs", regexp.MustCompile(`^JS:\*hot[AB] .*busy\.js`)},
+		{"node started after", nodeAfter, "nodejs", regexp.MustCompile(`^JS:\*hot[AB] .*busy\.js`)},
+		{"java started after", javaAfter, "java", regexp.MustCompile(`^Work\.fib\(int\)$`)},
+		{"erlang started before", erlBefore, "erlang", regexp.MustCompile(`^\$?busy:fib/1`)},
+	} {
+		pid := int64(tc.p.cmd.Process.Pid)
+		var names []string
+		var attrs map[string]any
+		for _, w := range got {
+			for n := range w.names[pid] {
+				if tc.fn.MatchString(n) {
+					names = append(names, n)
+				}
+			}
+			if a := w.procs[pid]; a != nil {
+				attrs = a
+			}
+		}
+		if len(names) == 0 {
+			t.Errorf("%s (pid %d): no function matching %s in the profiles received", tc.who, pid, tc.fn)
+			continue
+		}
+		if !strings.Contains(debug, "\n    "+names[0]+"\n") {
+			t.Errorf("%s: %q is not in the collector's debug output's string table", tc.who, names[0])
+		}
+		if attrs["process.runtime.name"] != tc.runtime || !strings.Contains(fmt.Sprint(attrs["process.command_line"]), filepath.Base(tc.p.cmd.Args[len(tc.p.cmd.Args)-1])) {
+			t.Errorf("%s: resource attributes %v", tc.who, attrs)
+		}
+	}
+
+	// Every window: the shares the backend got are jitprof report's.
+	kept := keptWindows(t, windows)
+	for start, w := range got {
+		data := kept[start]
+		if data == "" {
+			t.Errorf("window of %v: no kept perf.data", time.Unix(0, start))
+			continue
+		}
+		want, total := reportCounts(t, jitprof, data)
+		if total != w.total {
+			t.Errorf("%s: report counts %d samples, the backend %d", filepath.Base(data), total, w.total)
+		}
+		if bad := shareDiffs(w.counts, w.total, want, total, 1); len(bad) > 0 {
+			t.Errorf("%s: shares differ from jitprof report's by more than a point:\n%s", filepath.Base(data), strings.Join(bad, "\n"))
+		}
+	}
+}
