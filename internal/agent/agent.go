@@ -20,12 +20,14 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,6 +220,7 @@ type sampler struct {
 	c     counters
 	// sampled are the pids with samples in the current window.
 	sampled map[uint32]bool
+	pending []timed
 }
 
 // drainEvery bounds how long records wait in the ring buffers: the
@@ -239,6 +242,7 @@ func (s *sampler) run(ctx context.Context) error {
 		if err := s.st.Drain(s.add); err != nil {
 			return err
 		}
+		s.applyPending()
 		done := ctx.Err() != nil
 		now := time.Now()
 		if done || !now.Before(s.cur.start.Add(s.o.Window)) {
@@ -254,8 +258,28 @@ func (s *sampler) run(ctx context.Context) error {
 
 // track applies a synthesized record to the state.
 func (s *sampler) track(rec perfdata.Record) error {
-	s.tr.apply(rec)
+	if r, _ := own(rec); r != nil {
+		if r, t := own(r); r != nil {
+			s.pending = append(s.pending, timed{t, r})
+		}
+	}
 	return nil
+}
+
+// timed is a record of the state waiting to be applied in time order.
+type timed struct {
+	t   uint64
+	rec perfdata.Record
+}
+
+// applyPending applies the drain's records of the state in time order.
+func (s *sampler) applyPending() {
+	slices.SortStableFunc(s.pending, func(a, b timed) int { return cmp.Compare(a.t, b.t) })
+	for _, p := range s.pending {
+		s.tr.apply(p.rec)
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
 }
 
 // begin starts a window's perf.data with the state of every live process.
@@ -302,7 +326,9 @@ func (s *sampler) add(rec []byte) error {
 			}
 			return nil
 		}
-		s.tr.apply(r)
+		if r, t := own(r); r != nil {
+			s.pending = append(s.pending, timed{t, r})
+		}
 	}
 	return nil
 }

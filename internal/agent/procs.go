@@ -53,37 +53,56 @@ func (t *tracker) proc(pid uint32) *proc {
 	return p
 }
 
-// apply changes the state as a record says. Records are decoded with
-// ReuseRecord off, but their strings may alias the reader's buffers: what
-// is kept is cloned.
+// own returns a copy of a decoded record that outlives the decoder's
+// buffers, and its time; nil for a record the state does not use.
+func own(rec perfdata.Record) (perfdata.Record, uint64) {
+	switch r := rec.(type) {
+	case *perfdata.Mmap:
+		c := *r
+		c.Raw, c.Filename = nil, strings.Clone(r.Filename)
+		return &c, c.Trailer.Time
+	case *perfdata.Mmap2:
+		c := *r
+		c.Raw, c.Filename, c.BuildID = nil, strings.Clone(r.Filename), bytes.Clone(r.BuildID)
+		return &c, c.Trailer.Time
+	case *perfdata.Comm:
+		c := *r
+		c.Raw, c.Comm = nil, strings.Clone(r.Comm)
+		return &c, c.Trailer.Time
+	case *perfdata.Task:
+		c := *r
+		c.Raw = nil
+		return &c, c.Time
+	}
+	return nil, 0
+}
+
+// apply changes the state as a record that own returned says. Records
+// must come in time order: each CPU's ring buffer is in order, but a
+// drain reads them one after the other, so the caller sorts (a child's
+// exec read before its fork would lose the exec).
 func (t *tracker) apply(rec perfdata.Record) {
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		if r.Pid == math.MaxUint32 {
-			c := *r
-			c.Raw, c.Filename = nil, strings.Clone(r.Filename)
-			t.kernel = append(t.kernel[:0], &c)
+			t.kernel = append(t.kernel[:0], r)
 		}
 	case *perfdata.Mmap2:
 		if r.Pid == math.MaxUint32 {
 			return
 		}
-		c := *r
-		c.Raw, c.Filename, c.BuildID = nil, strings.Clone(r.Filename), bytes.Clone(r.BuildID)
 		p := t.proc(r.Pid)
-		p.maps = place(p.maps, &c)
+		p.maps = place(p.maps, r)
 	case *perfdata.Comm:
-		c := *r
-		c.Raw, c.Comm = nil, strings.Clone(r.Comm)
 		p := t.proc(r.Pid)
 		if r.Misc&perfdata.MiscCommExec != 0 && r.Pid == r.Tid {
 			// exec replaced the image and ended the other threads.
 			p.maps = nil
 			clear(p.comms)
 		}
-		p.comms[r.Tid] = &c
+		p.comms[r.Tid] = r
 		if r.Pid == r.Tid {
-			t.describe(p, r.Pid, c.Comm)
+			t.describe(p, r.Pid, r.Comm)
 		}
 	case *perfdata.Task:
 		t.task(r)
