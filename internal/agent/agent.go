@@ -101,6 +101,7 @@ type Status struct {
 
 type counters struct {
 	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
+	statusMu                                                                                           sync.Mutex
 }
 
 func (c *counters) snapshot() Status {
@@ -201,9 +202,8 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		sk.close()
 	}
 	wg.Wait()
-	status := s.c.snapshot()
-	writeStatus(o.Status, status)
-	return status, err
+	s.c.writeStatus(o.Status)
+	return s.c.snapshot(), err
 }
 
 // sampler is the goroutine that drains the ring buffers.
@@ -343,6 +343,7 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	clear(s.sampled)
 	s.c.processes.Store(int64(len(s.tr.procs)))
 	s.c.windows.Add(1)
+	s.c.writeStatus(s.o.Status)
 	if err := s.w.Close(); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -329,5 +330,106 @@ func TestCollector(t *testing.T) {
 		if bad := shareDiffs(w.counts, w.total, want, total, 1, ours); len(bad) > 0 {
 			t.Errorf("%s: shares differ from jitprof report's by more than a point:\n%s", filepath.Base(data), strings.Join(bad, "\n"))
 		}
+	}
+}
+
+// outage is how long TestCollectorOutage keeps the collector down: a
+// minute in the scenario, less by default to keep the suite short
+// (JITPROF_AGENT_OUTAGE=60s for the full one).
+func outage(t *testing.T) time.Duration {
+	if s := os.Getenv("JITPROF_AGENT_OUTAGE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("JITPROF_AGENT_OUTAGE=%q: %v", s, err)
+		}
+		return d
+	}
+	return 16 * time.Second
+}
+
+// waitStatus polls the agent's status file until ok says so.
+func waitStatus(t *testing.T, path string, within time.Duration, ok func(Status) bool) Status {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			var s Status
+			if json.Unmarshal(b, &s) == nil && ok(s) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
+			t.Fatalf("the agent's status did not come to the state awaited in %v: %s", within, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCollectorOutage stops the collector under a running agent and starts
+// it again: windows are cut on time all along, those that cannot wait are
+// dropped and counted, and sending resumes once the collector is back.
+func TestCollectorOutage(t *testing.T) {
+	jitprof, otelcol := binaries(t)
+	be := startBackend(t)
+	col := newCollector(t, otelcol, freePort(t), be.addr)
+	col.start(t)
+	dir := t.TempDir()
+	status := filepath.Join(dir, "status.json")
+	const window = 2 * time.Second
+	down := outage(t)
+	node := start(t, dir, nodeBusy(t, int((down+20*time.Second).Milliseconds()))...)
+	began := time.Now()
+	// --jit-wait 1s: windows are sent as they are cut, not held while
+	// node's buffered dump lags.
+	ag := start(t, dir, jitprof, "agent", "--otlp", fmt.Sprintf("127.0.0.1:%d", col.port), "--window", window.String(),
+		"--buffer", "2", "--status", status, "--jit-wait", "1s")
+	before := waitStatus(t, status, 30*time.Second, func(s Status) bool { return s.Sent >= 2 })
+	col.stop()
+	stopped := time.Now()
+	time.Sleep(down)
+	during := waitStatus(t, status, 10*time.Second, func(Status) bool { return true })
+	col.start(t)
+	restarted := time.Now()
+	after := waitStatus(t, status, 60*time.Second, func(s Status) bool { return s.Sent >= during.Sent+2 })
+	ag.cmd.Process.Signal(os.Interrupt)
+	ag.wait(t)
+	node.cmd.Process.Kill()
+	final := readStatus(t, status)
+	t.Logf("before %+v\nduring %+v\nafter %+v\nfinal %+v\nagent:\n%s", before, during, after, final, ag.out.String())
+
+	// Sampling went on: windows were cut at their pace through the
+	// outage, and hold samples.
+	downWindows := during.Windows - before.Windows
+	if want := int64(down/window) - 2; downWindows < want {
+		t.Errorf("%d windows cut in the %v the collector was down, want %d or more", downWindows, down, want)
+	}
+	if during.Samples <= before.Samples {
+		t.Errorf("no samples taken while the collector was down: %d then %d", before.Samples, during.Samples)
+	}
+	if elapsed := time.Since(began); final.Windows < int64(elapsed/window)-2 {
+		t.Errorf("%d windows in %v of %v each", final.Windows, elapsed.Round(time.Second), window)
+	}
+	// More windows than the buffer holds were dropped, each counted and
+	// logged; every window is either sent or dropped.
+	if final.Dropped == 0 || final.Sent+final.Dropped != final.Windows {
+		t.Errorf("final status %+v: want drops, and sent+dropped = windows", final)
+	}
+	if n := int64(strings.Count(ag.out.String(), "dropped: ")); n != final.Dropped {
+		t.Errorf("%d drops logged, %d counted", n, final.Dropped)
+	}
+	// What the backend holds: windows from before the outage, and windows
+	// that began after the restart.
+	var early, late int
+	for start := range received(be.received()) {
+		switch {
+		case time.Unix(0, start).Before(stopped):
+			early++
+		case time.Unix(0, start).After(restarted):
+			late++
+		}
+	}
+	if early < 2 || late < 1 {
+		t.Errorf("the backend has %d windows from before the outage and %d begun after it, want 2 and 1 or more", early, late)
 	}
 }

@@ -32,6 +32,7 @@ type dumpProgress struct {
 	last   uint64 // that record's timestamp
 	arch   bool   // timed by the TSC, not comparable with the windows' clock
 	seen   int64  // the last window that needed it
+	warned bool   // that a window could not wait for it
 }
 
 func newDumpWatch() *dumpWatch { return &dumpWatch{dumps: make(map[string]*dumpProgress)} }
@@ -108,4 +109,15 @@ func (dw *dumpWatch) forget(before int64) {
 			delete(dw.dumps, path)
 		}
 	}
+}
+
+// warnOnce tells whether the dump at path has not been warned about yet,
+// and notes that it now is.
+func (dw *dumpWatch) warnOnce(path string) bool {
+	p := dw.dumps[path]
+	if p == nil || p.warned {
+		return false
+	}
+	p.warned = true
+	return true
 }

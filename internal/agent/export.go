@@ -55,7 +55,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 		if !y.keep {
 			os.Remove(w.path)
 		}
-		writeStatus(y.o.Status, y.c.snapshot())
+		y.c.writeStatus(y.o.Status)
 	}
 }
 
@@ -100,7 +100,11 @@ func (y *symbolizer) await(w *window) {
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			y.c.early.Add(1)
-			y.o.Log(fmt.Sprintf("window %d symbolized before %s caught up (its runtime buffers it): jitted code it describes may stay unnamed", w.seq, pending[0].path))
+			for _, d := range pending {
+				if y.dumps.warnOnce(d.path) {
+					y.o.Log(fmt.Sprintf("window %d symbolized before %s caught up (its runtime buffers it, as V8 does): its newest functions may stay unnamed; the status counts such windows as early", w.seq, d.path))
+				}
+			}
 			return
 		}
 		time.Sleep(min(wait, 250*time.Millisecond))
@@ -179,7 +183,7 @@ func (x *otlpSink) put(w *window, p *profile.Profile, host string) {
 		}
 		select { // full: the oldest waiting window gives way
 		case old := <-x.queue:
-			x.drop(old, "the collector is not keeping up")
+			x.drop(old, "more windows wait for the collector than --buffer holds")
 		default:
 		}
 	}
@@ -324,11 +328,16 @@ func (ps *pprofSink) trim() error {
 func (ps *pprofSink) run()   {}
 func (ps *pprofSink) close() {}
 
-// writeStatus rewrites the status file, if there is one.
-func writeStatus(path string, s Status) {
+// writeStatus rewrites the status file, if there is one, with the
+// counters as they are now. The sampler and the symbolizer both write it;
+// the lock keeps a later write from holding older counters.
+func (c *counters) writeStatus(path string) {
 	if path == "" {
 		return
 	}
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	s := c.snapshot()
 	atomicfile.Write(path, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
