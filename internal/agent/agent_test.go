@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
+	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -432,4 +434,171 @@ func TestCollectorOutage(t *testing.T) {
 	if early < 2 || late < 1 {
 		t.Errorf("the backend has %d windows from before the outage and %d begun after it, want 2 and 1 or more", early, late)
 	}
+}
+
+// rss returns a process's resident memory, in KiB.
+func rss(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS line %q", line)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// TestSoak starts short-lived node programs one after the other under the
+// agent: the agent's memory at the end is within 10% of what it was after
+// the first part, the state of exited processes is dropped, and the
+// programs' functions are named. 150 programs in 90 s here;
+// JITPROF_AGENT_SOAK=full runs the issue's 1,000 in ten minutes.
+func TestSoak(t *testing.T) {
+	n, span := 150, 90*time.Second
+	if os.Getenv("JITPROF_AGENT_SOAK") == "full" {
+		n, span = 1000, 10*time.Minute
+	}
+	jitprof, _ := binaries(t)
+	dir := t.TempDir()
+	pp, status := filepath.Join(dir, "pprof"), filepath.Join(dir, "status.json")
+	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "5s", "--status", status, "--jit-wait", "5s")
+	procsAtStart := waitStatus(t, status, 30*time.Second, func(s Status) bool { return s.Windows >= 1 }).Processes
+
+	// Memory is sampled every half second; a part's figure is its peak,
+	// which symbolizing a window reaches.
+	type mark struct {
+		at  time.Duration
+		rss int64
+	}
+	var marks []mark
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				marks = append(marks, mark{time.Since(began), rss(t, ag.cmd.Process.Pid)})
+			case <-stopSampling:
+				return
+			}
+		}
+	}()
+
+	cmd := nodeBusy(t, 150)
+	pids := make(map[int64]bool)
+	var running []*exec.Cmd
+	every := span / time.Duration(n)
+	for i := range n {
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Dir = dir
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pids[int64(c.Process.Pid)] = true
+		running = append(running, c)
+		// Wait for those done, and remove their dumps a while after, as
+		// a machine's temporary files go: their windows are long read.
+		running = slices.DeleteFunc(running, func(c *exec.Cmd) bool {
+			if c.ProcessState == nil && c.Process.Signal(syscall.Signal(0)) == nil {
+				return false
+			}
+			c.Wait()
+			pid := c.Process.Pid
+			time.AfterFunc(15*time.Second, func() { os.Remove(filepath.Join(dir, fmt.Sprintf("jit-%d.dump", pid))) })
+			return true
+		})
+		time.Sleep(time.Until(began.Add(time.Duration(i+1) * every)))
+	}
+	for _, c := range running {
+		c.Wait()
+	}
+	time.Sleep(12 * time.Second) // the last windows
+	close(stopSampling)
+	<-sampled
+	end := readStatus(t, status)
+	ag.cmd.Process.Signal(os.Interrupt)
+	ag.wait(t)
+
+	peak := func(from, to time.Duration) int64 {
+		var m int64
+		for _, k := range marks {
+			if k.at >= from && k.at < to {
+				m = max(m, k.rss)
+			}
+		}
+		return m
+	}
+	total := time.Since(began)
+	first, last := peak(span/5, 2*span/5), peak(total-span/5, total)
+	t.Logf("agent RSS peak %d KiB after the first part, %d KiB at the end (%+.1f%%); processes kept: %d at start, %d at the end; status %+v",
+		first, last, 100*float64(last-first)/float64(first), procsAtStart, end.Processes, end)
+	if first == 0 || float64(last) > 1.10*float64(first) {
+		t.Errorf("the agent's memory grew from %d KiB to %d KiB: more than 10%%", first, last)
+	}
+	// Exited processes are dropped: what is kept is the machine's live
+	// processes, not every one seen.
+	live, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Processes > int64(len(live))+20 {
+		t.Errorf("%d processes kept with %d running: exited ones are not dropped", end.Processes, len(live))
+	}
+
+	// The programs' functions are named in the windows that sampled them.
+	files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, named := make(map[int64]bool), make(map[int64]bool)
+	hot := regexp.MustCompile(`^JS:.hot[AB] `)
+	for _, f := range files {
+		p := readProfile(t, f)
+		for _, s := range p.Sample {
+			v := s.NumLabel["pid"] // pprof files drop pid 0's label
+			if len(v) != 1 || !pids[v[0]] {
+				continue
+			}
+			pid := v[0]
+			seen[pid] = true
+			for _, l := range s.Location {
+				for _, ln := range l.Line {
+					if hot.MatchString(ln.Function.Name) {
+						named[pid] = true
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d programs sampled, %d with hotA or hotB named", len(seen), n, len(named))
+	if len(seen) < n/2 || len(named) < len(seen)*8/10 {
+		t.Errorf("%d of %d programs sampled, %d of them with hotA or hotB named: want half sampled, 80%% of those named", len(seen), n, len(named))
+	}
+}
+
+// readProfile reads a pprof file the agent wrote.
+func readProfile(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
 }
