@@ -41,17 +41,25 @@ type symbolizer struct {
 	// in every window is said once; cleared when it grows past a bound.
 	warned   map[string]bool
 	dumps    *dumpWatch
+	tables   *symbolize.TableCache
 	stopping chan struct{} // closed when sampling has stopped
+	stopBy   time.Time     // when the windows left stop waiting, once stopping
 }
+
+// tablesKept is how many windows a symbol table no window needs is kept.
+const tablesKept = 6
 
 const maxWarned = 1000
 
 func (y *symbolizer) run(queue <-chan *window) {
 	y.warned = make(map[string]bool)
+	y.tables = symbolize.NewTableCache()
+	defer y.tables.Close()
 	for w := range queue {
 		y.await(w)
 		y.dumps.forget(w.seq - 1)
 		y.window(w)
+		y.tables.Sweep(tablesKept)
 		if !y.keep {
 			os.Remove(w.path)
 		}
@@ -60,7 +68,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 }
 
 func (y *symbolizer) window(w *window) {
-	res, err := perfprof.Run(perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn}})
+	res, err := perfprof.Run(perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}})
 	if err != nil {
 		y.o.Log(fmt.Sprintf("window %d: %v", w.seq, err))
 		return
@@ -92,8 +100,12 @@ func (y *symbolizer) await(w *window) {
 		}
 		select {
 		case <-y.stopping:
-			if grace := time.Now().Add(stopGrace); grace.Before(deadline) {
-				deadline = grace
+			// One grace for all the windows left, not one each.
+			if y.stopBy.IsZero() {
+				y.stopBy = time.Now().Add(stopGrace)
+			}
+			if y.stopBy.Before(deadline) {
+				deadline = y.stopBy
 			}
 		default:
 		}
