@@ -167,7 +167,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// Windows wait for their dumps in the queue: room for as many as
 	// JITWait holds, and two more.
 	queue := int(o.JITWait/o.Window) + 2
-	s := &sampler{o: o, st: st, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
+	s := &sampler{o: o, st: st, attr: st.Attr, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
 	var sinks []sink
 	if o.OTLP != "" {
 		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
@@ -182,7 +182,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		}
 		sinks = append(sinks, &pprofSink{dir: o.PprofDir, max: o.PprofMaxBytes, c: &s.c, log: o.Log})
 	}
-	if s.dec, err = newDecoder(st.Attr); err != nil {
+	if s.dec, err = newDecoder(s.attr); err != nil {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
@@ -210,6 +210,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 type sampler struct {
 	o     Options
 	st    *record.Stream
+	attr  *perfdata.Attr // the stream's
 	dir   string
 	tr    *tracker
 	dec   *decoder
@@ -288,7 +289,7 @@ func (s *sampler) begin(now time.Time) error {
 	// The start time in the name lets a window's perf.data be matched
 	// with its profile, which carries that time.
 	path := filepath.Join(s.dir, fmt.Sprintf("window-%06d-%d.data", s.seq, now.UnixNano()))
-	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.st.Attr}, Features: s.st.Features()})
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.st.Features()})
 	if err != nil {
 		return err
 	}
@@ -321,7 +322,7 @@ func (s *sampler) add(rec []byte) error {
 			// The reader stops at its first error: a new one for the
 			// records after.
 			s.o.Log(fmt.Sprintf("a %s record not understood: %v", t, err))
-			if s.dec, err = newDecoder(s.st.Attr); err != nil {
+			if s.dec, err = newDecoder(s.attr); err != nil {
 				return err
 			}
 			return nil
