@@ -136,36 +136,26 @@ func (c *collector) log() string {
 	return c.logs.String()
 }
 
-// collectorConfig is the configuration README's agent section shows, with
-// the test's addresses.
-const collectorConfig = `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-exporters:
-  debug:
-    verbosity: detailed
-    use_internal_logger: false
-  otlp_grpc:
-    endpoint: %s
-    tls:
-      insecure: true
-service:
-  telemetry:
-    metrics:
-      level: none
-  pipelines:
-    profiles:
-      receivers: [otlp]
-      exporters: [debug, otlp_grpc]
-`
+// exampleConfig is the collector configuration README's agent section
+// shows; the test runs it with its own addresses.
+const exampleConfig = "../../examples/agent/otelcol.yaml"
 
 func newCollector(t *testing.T, bin string, port int, forward string) *collector {
 	t.Helper()
 	dir := t.TempDir()
 	c := &collector{bin: bin, config: filepath.Join(dir, "config.yaml"), out: filepath.Join(dir, "debug.out"), port: port}
-	if err := os.WriteFile(c.config, fmt.Appendf(nil, collectorConfig, port, forward), 0o644); err != nil {
+	example, err := os.ReadFile(exampleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := string(example)
+	for from, to := range map[string]string{"127.0.0.1:4317": fmt.Sprintf("127.0.0.1:%d", port), "profiles-backend.example:4317": forward} {
+		if !strings.Contains(config, from) {
+			t.Fatalf("%s has no %s to replace", exampleConfig, from)
+		}
+		config = strings.ReplaceAll(config, from, to)
+	}
+	if err := os.WriteFile(c.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.stop)
