@@ -29,6 +29,7 @@ type dumpWatch struct {
 type dumpProgress struct {
 	header []byte // the file's header, to read records after it
 	off    int64  // the end of the last whole record read
+	size   int64  // of the file when last read
 	last   uint64 // that record's timestamp
 	arch   bool   // timed by the TSC, not comparable with the windows' clock
 	seen   int64  // the last window that needed it
@@ -58,6 +59,9 @@ func (dw *dumpWatch) caughtUp(path string, t uint64, window int64) bool {
 
 // advance reads the records written since the last call.
 func (p *dumpProgress) advance(path string) error {
+	if fi, err := os.Stat(path); err == nil && p.header != nil && fi.Size() == p.size {
+		return nil // nothing written since: windows poll a lagging dump often
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -80,6 +84,7 @@ func (p *dumpProgress) advance(path string) error {
 	if err != nil {
 		return err
 	}
+	p.size = fi.Size()
 	// The records after off, behind the header a Reader needs: a record
 	// at stream offset o is at base+o-len(header) in the file.
 	base, hl := p.off, int64(len(p.header))
