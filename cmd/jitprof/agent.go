@@ -78,6 +78,7 @@ jitprof record's help lists the variables that do it.`,
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
 	f.BoolVarP(&o.CallGraph, "call-graph", "g", true, "record call chains (frame pointers)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
+	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
 	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")
 	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long (default: until SIGINT or SIGTERM)")
 	f.StringVar(&o.OTLP, "otlp", "", "send OTLP profiles to the collector's OTLP/gRPC receiver at `HOST:PORT` (usually :4317)")

@@ -53,6 +53,9 @@ type Options struct {
 	Event     *record.Event
 	CallGraph bool
 	Pids      []int // none: every process
+	// Cgroup keeps, of every process sampled, those in this cgroup or
+	// below it (a path as /proc/PID/cgroup gives it, in any hierarchy).
+	Cgroup string
 	// Window is how much time each profile covers.
 	Window   time.Duration
 	Duration time.Duration // 0: until ctx is done
@@ -121,6 +124,9 @@ type window struct {
 	// waits are the dumps the window's samples need, of processes still
 	// running at its end (see dumpwatch.go).
 	waits []dumpWait
+	// pids, with Options.Cgroup, are the sampled processes in the cgroup:
+	// the profile keeps their samples only.
+	pids []uint32
 }
 
 // dumpWait is a dump a window waits for.
@@ -340,7 +346,7 @@ func (s *sampler) add(rec []byte) error {
 func (s *sampler) cut(now time.Time, next bool) error {
 	w := s.cur
 	w.end, w.endMono = now, monotonic()
-	w.procs, w.waits = s.tr.cut(s.sampled)
+	w.procs, w.waits, w.pids = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
 	s.c.processes.Store(int64(len(s.tr.procs)))
 	s.c.windows.Add(1)

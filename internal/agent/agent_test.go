@@ -602,3 +602,73 @@ func readProfile(t *testing.T, path string) *profile.Profile {
 	}
 	return p
 }
+
+// testCgroup makes a cgroup for the test and moves pid into it, returning
+// the cgroup's path as /proc/PID/cgroup gives it.
+func testCgroup(t *testing.T, pid int) string {
+	t.Helper()
+	name := fmt.Sprintf("jitprof-test-%d", os.Getpid())
+	// cgroup v2 at the root, else v2 beside v1 (hybrid), else v1's pids.
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids"} {
+		if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+			continue
+		}
+		dir := filepath.Join(root, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			os.Remove(dir)
+			continue
+		}
+		t.Cleanup(func() {
+			// A cgroup is removed once empty: its process is killed by
+			// the program's own cleanup, which runs first.
+			for range 50 {
+				if os.Remove(dir) == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		return "/" + name
+	}
+	t.Skip("no cgroup hierarchy here lets this test make a cgroup (root needed)")
+	return ""
+}
+
+// TestCgroup: with --cgroup, the profiles hold the processes of that
+// cgroup, whose functions are named, and no other.
+func TestCgroup(t *testing.T) {
+	jitprof, _ := binaries(t)
+	dir := t.TempDir()
+	outside := start(t, dir, nodeBusy(t, 9000)...)
+	inside := start(t, dir, nodeBusy(t, 9000)...)
+	cg := testCgroup(t, inside.cmd.Process.Pid)
+	pp := filepath.Join(dir, "pprof")
+	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "3s", "--duration", "6s", "--cgroup", cg, "-q")
+	ag.wait(t)
+	files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no profiles in %s (%v)", pp, err)
+	}
+	pids := make(map[int64]int64)
+	named := false
+	for _, f := range files {
+		for _, s := range readProfile(t, f).Sample {
+			pid := int64(0)
+			if v := s.NumLabel["pid"]; len(v) == 1 {
+				pid = v[0]
+			}
+			pids[pid] += s.Value[0]
+			for _, l := range s.Location {
+				for _, ln := range l.Line {
+					named = named || strings.Contains(ln.Function.Name, "hotA")
+				}
+			}
+		}
+	}
+	if want := int64(inside.cmd.Process.Pid); len(pids) != 1 || pids[want] == 0 || !named {
+		t.Errorf("samples by pid %v (outside the cgroup: %d), hotA named: %v; want pid %d's only, named", pids, outside.cmd.Process.Pid, named, want)
+	}
+}

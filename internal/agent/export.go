@@ -68,7 +68,14 @@ func (y *symbolizer) run(queue <-chan *window) {
 }
 
 func (y *symbolizer) window(w *window) {
-	res, err := perfprof.Run(perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}})
+	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}}
+	if y.o.Cgroup != "" {
+		if len(w.pids) == 0 {
+			return // nothing of the cgroup ran
+		}
+		opts.Filter.Pids = w.pids
+	}
+	res, err := perfprof.Run(opts)
 	if err != nil {
 		y.o.Log(fmt.Sprintf("window %d: %v", w.seq, err))
 		return

@@ -29,6 +29,7 @@ type proc struct {
 	comms  map[uint32]*perfdata.Comm // by tid
 	maps   []*perfdata.Mmap2         // its code now, no two overlapping
 	info   otlpprof.Process
+	cgroup string // /proc/PID/cgroup, as last read
 	exited bool
 }
 
@@ -237,12 +238,20 @@ func (t *tracker) records(emit func(perfdata.Record) error) error {
 }
 
 // cut ends a window: it returns what the window's resources say of every
-// process it knew and the dumps of the live processes sampled in it, and
-// drops the processes that exited in it.
-func (t *tracker) cut(sampled map[uint32]bool) (map[uint32]otlpprof.Process, []dumpWait) {
-	infos := make(map[uint32]otlpprof.Process, len(t.procs))
-	var waits []dumpWait
+// process it knew, the dumps of the live processes sampled in it, and,
+// when cgroup is set, which sampled processes are in that cgroup; it drops
+// the processes that exited in the window.
+func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]otlpprof.Process, waits []dumpWait, inCgroup []uint32) {
+	infos = make(map[uint32]otlpprof.Process, len(t.procs))
 	for pid, p := range t.procs {
+		if sampled[pid] && cgroup != "" {
+			if !p.exited { // moved since its exec, maybe, as container runtimes do
+				t.readCgroup(p, pid)
+			}
+			if underCgroup(p.cgroup, cgroup) {
+				inCgroup = append(inCgroup, pid)
+			}
+		}
 		infos[pid] = p.info
 		if p.exited {
 			delete(t.procs, pid)
@@ -254,7 +263,29 @@ func (t *tracker) cut(sampled map[uint32]bool) (map[uint32]otlpprof.Process, []d
 			}
 		}
 	}
-	return infos, waits
+	slices.Sort(inCgroup)
+	return infos, waits, inCgroup
+}
+
+// readCgroup reads which cgroups a process is in.
+func (t *tracker) readCgroup(p *proc, pid uint32) {
+	if b, err := os.ReadFile(filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10), "cgroup")); err == nil {
+		p.cgroup = string(b)
+		p.info.ContainerID = containerID(b)
+	}
+}
+
+// underCgroup tells whether /proc/PID/cgroup's lines (id:controllers:path)
+// put the process in cgroup path or below it, in any hierarchy.
+func underCgroup(procCgroup, path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	for line := range strings.Lines(procCgroup) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) == 3 && (parts[2] == path || strings.HasPrefix(parts[2], path+"/") || path == "") {
+			return true
+		}
+	}
+	return false
 }
 
 // describe reads what a process's resource says of it, at its exec or
@@ -268,9 +299,7 @@ func (t *tracker) describe(p *proc, pid uint32, comm string) {
 	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil && len(b) > 0 {
 		p.info.CommandLine = strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
-		p.info.ContainerID = containerID(b)
-	}
+	t.readCgroup(p, pid)
 	p.info.Runtime = runtimeOf(p.info.Executable, comm)
 }
 

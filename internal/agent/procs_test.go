@@ -153,7 +153,7 @@ func TestTracker(t *testing.T) {
 				tr.apply(o)
 			}
 			sampled := map[uint32]bool{10: true, 11: true, 20: true}
-			infos, waits := tr.cut(sampled)
+			infos, waits, _ := tr.cut(sampled, "")
 			for _, pid := range tc.dropped {
 				if _, ok := infos[pid]; !ok {
 					t.Errorf("pid %d: not in the window's resources", pid)
@@ -246,6 +246,29 @@ func TestContainerID(t *testing.T) {
 	} {
 		if got := containerID([]byte(tc.cgroup)); got != tc.want {
 			t.Errorf("containerID(%q) = %q, want %q", tc.cgroup, got, tc.want)
+		}
+	}
+}
+
+func TestUnderCgroup(t *testing.T) {
+	v1 := "9:name=systemd:/\n8:pids:/jobs/web\n4:memory:/process_api/0065\n0::/\n"
+	v2 := "0::/system.slice/docker-abc.scope\n"
+	for _, tc := range []struct {
+		cgroup, path string
+		want         bool
+	}{
+		{v1, "/jobs/web", true},
+		{v1, "/jobs", true},
+		{v1, "/jobs/", true},
+		{v1, "/jobs/we", false},
+		{v1, "/process_api", true},
+		{v2, "/system.slice", true},
+		{v2, "/system.slice/docker-abc.scope", true},
+		{v2, "/user.slice", false},
+		{"", "/", false},
+	} {
+		if got := underCgroup(tc.cgroup, tc.path); got != tc.want {
+			t.Errorf("underCgroup(%q, %q) = %v, want %v", tc.cgroup, tc.path, got, tc.want)
 		}
 	}
 }
