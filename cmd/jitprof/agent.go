@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/agent"
-	"github.com/jitprof/jitprof/internal/record"
 	"github.com/spf13/cobra"
 )
 
@@ -45,15 +44,9 @@ jitprof record's help lists the variables that do it.`,
   jitprof agent -p $(pgrep -n node) --otlp collector:4317 --duration 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if event != "" {
-				ev, err := record.ParseEvent(event)
-				if err != nil {
-					return &exitError{code: 2, err: err}
-				}
-				o.Event = &ev
-			}
-			for _, p := range pids {
-				o.Pids = append(o.Pids, int(p))
+			var err error
+			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
+				return err
 			}
 			o.PprofMaxBytes = maxMB << 20
 			stderr := cmd.ErrOrStderr()

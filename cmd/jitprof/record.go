@@ -68,15 +68,9 @@ fills, recording stops and the file keeps what reached the disk.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if event != "" {
-				ev, err := record.ParseEvent(event)
-				if err != nil {
-					return &exitError{code: 2, err: err}
-				}
-				o.Event = &ev
-			}
-			for _, p := range pids {
-				o.Pids = append(o.Pids, int(p))
+			var err error
+			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
+				return err
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv

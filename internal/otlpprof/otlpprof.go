@@ -191,27 +191,22 @@ func (t *dict) str(s string) int32 {
 }
 
 func (t *dict) attrStr(k, v string) int32 {
-	key := attrKey{key: k, str: v}
-	if i, ok := t.attrs[key]; ok {
-		return i
-	}
-	i := int32(t.d.AttributeTable().Len())
-	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(k))
-	a.Value().SetStr(v)
-	t.attrs[key] = i
-	return i
+	return t.attr(attrKey{key: k, str: v}, func(val pcommon.Value) { val.SetStr(v) })
 }
 
 func (t *dict) attrInt(k string, v int64) int32 {
-	key := attrKey{key: k, num: v}
+	return t.attr(attrKey{key: k, num: v}, func(val pcommon.Value) { val.SetInt(v) })
+}
+
+// attr returns the index of an attribute, set by set the first time.
+func (t *dict) attr(key attrKey, set func(pcommon.Value)) int32 {
 	if i, ok := t.attrs[key]; ok {
 		return i
 	}
 	i := int32(t.d.AttributeTable().Len())
 	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(k))
-	a.Value().SetInt(v)
+	a.SetKeyStrindex(t.str(key.key))
+	set(a.Value())
 	t.attrs[key] = i
 	return i
 }

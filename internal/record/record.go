@@ -124,20 +124,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if n := btoi(len(o.Command) > 0) + btoi(len(o.Pids) > 0) + btoi(o.AllCPUs); n != 1 {
 		return nil, errors.New("record a command, processes (-p) or every CPU (-a): exactly one")
 	}
-	if err := checkFreq(o.Freq); err != nil {
-		return nil, err
-	}
-	if o.Pages == 0 {
-		o.Pages = defaultPages
-	}
-	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
-		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
-	}
-	if o.Note == nil {
-		o.Note = func(string) {}
-	}
-	ev := chooseEvent(o.Event, o.Note)
-	cpus, err := onlineCPUs()
+	ev, cpus, err := o.prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +142,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		tids = []int{s.cmd.Process.Pid}
 	case len(o.Pids) > 0:
-		sy := synthesizer{proc: procRoot}
-		for _, pid := range o.Pids {
-			ts, err := sy.threads(pid)
-			if err != nil {
-				return nil, err
-			}
-			tids = append(tids, ts...)
+		if tids, err = threadsOf(o.Pids); err != nil {
+			return nil, err
 		}
 	default:
 		tids = []int{-1}
@@ -205,6 +187,40 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s.w = nil
 	return &s.res, nil
+}
+
+// prepare checks o's frequency and ring buffer size, fills in the
+// defaults, and returns the event to sample and the CPUs to sample on.
+func (o *Options) prepare() (Event, []int, error) {
+	if err := checkFreq(o.Freq); err != nil {
+		return Event{}, nil, err
+	}
+	if o.Pages == 0 {
+		o.Pages = defaultPages
+	}
+	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
+		return Event{}, nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+	}
+	if o.Note == nil {
+		o.Note = func(string) {}
+	}
+	ev := chooseEvent(o.Event, o.Note)
+	cpus, err := onlineCPUs()
+	return ev, cpus, err
+}
+
+// threadsOf lists the threads of processes.
+func threadsOf(pids []int) ([]int, error) {
+	var tids []int
+	sy := synthesizer{proc: procRoot}
+	for _, pid := range pids {
+		ts, err := sy.threads(pid)
+		if err != nil {
+			return nil, err
+		}
+		tids = append(tids, ts...)
+	}
+	return tids, nil
 }
 
 // chooseEvent returns the event asked for, else DefaultEvent, user space

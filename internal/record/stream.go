@@ -39,40 +39,22 @@ type Stream struct {
 
 // OpenStream opens the events and starts sampling.
 func OpenStream(o StreamOptions) (*Stream, error) {
-	if err := checkFreq(o.Freq); err != nil {
-		return nil, err
-	}
-	if o.Pages == 0 {
-		o.Pages = defaultPages
-	}
-	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
-		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
-	}
-	if o.Note == nil {
-		o.Note = func(string) {}
-	}
-	ev := chooseEvent(o.Event, o.Note)
-	cpus, err := onlineCPUs()
+	ro := Options{Freq: o.Freq, Event: o.Event, Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages, Note: o.Note}
+	ev, cpus, err := ro.prepare()
 	if err != nil {
 		return nil, err
 	}
-	st := &Stream{s: session{o: Options{Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages}, wake: -1}, Event: ev.Name, cpus: cpus}
+	st := &Stream{s: session{o: ro, wake: -1}, Event: ev.Name, cpus: cpus}
 	tids := []int{-1}
 	if len(o.Pids) > 0 {
-		tids = nil
-		sy := synthesizer{proc: procRoot}
-		for _, pid := range o.Pids {
-			ts, err := sy.threads(pid)
-			if err != nil {
-				return nil, err
-			}
-			tids = append(tids, ts...)
+		if tids, err = threadsOf(o.Pids); err != nil {
+			return nil, err
 		}
 	}
 	// Wake at a quarter of the buffer: a consumer that also drains on its
 	// own schedule still has room for a burst.
 	st.Attr = newAttr(ev, attrConfig{freq: o.Freq, callchain: o.CallGraph, inherit: len(o.Pids) > 0,
-		wakeup: uint32(o.Pages * os.Getpagesize() / 4)})
+		wakeup: uint32(ro.Pages * os.Getpagesize() / 4)})
 	st.s.attr = st.Attr
 	if err := st.s.open(cpus, tids); err != nil {
 		st.Close()
