@@ -236,10 +236,7 @@ func nodeBusy(t *testing.T, ms int) []string {
 // attributes of their processes, and each window's per-function shares
 // must be jitprof report's on the same window's perf.data.
 func TestCollector(t *testing.T) {
-	jitprof, otelcol := binaries(t)
-	be := startBackend(t)
-	col := newCollector(t, otelcol, freePort(t), be.addr)
-	col.start(t)
+	jitprof, be, col := collectorAndBackend(t)
 	dir := t.TempDir()
 	windows, status := filepath.Join(dir, "windows"), filepath.Join(dir, "status.json")
 	javaCmd := javaWork(t, dir, 7000)
@@ -372,10 +369,7 @@ func waitStatus(t *testing.T, path string, within time.Duration, ok func(Status)
 // it again: windows are cut on time all along, those that cannot wait are
 // dropped and counted, and sending resumes once the collector is back.
 func TestCollectorOutage(t *testing.T) {
-	jitprof, otelcol := binaries(t)
-	be := startBackend(t)
-	col := newCollector(t, otelcol, freePort(t), be.addr)
-	col.start(t)
+	jitprof, be, col := collectorAndBackend(t)
 	dir := t.TempDir()
 	status := filepath.Join(dir, "status.json")
 	const window = 2 * time.Second

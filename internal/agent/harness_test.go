@@ -136,6 +136,17 @@ func (c *collector) log() string {
 	return c.logs.String()
 }
 
+// collectorAndBackend starts a collector that forwards to a backend, and
+// returns them with the jitprof command.
+func collectorAndBackend(t *testing.T) (jitprof string, be *backend, col *collector) {
+	t.Helper()
+	jitprof, otelcol := binaries(t)
+	be = startBackend(t)
+	col = newCollector(t, otelcol, freePort(t), be.addr)
+	col.start(t)
+	return jitprof, be, col
+}
+
 // exampleConfig is the collector configuration README's agent section
 // shows; the test runs it with its own addresses.
 const exampleConfig = "../../examples/agent/otelcol.yaml"
