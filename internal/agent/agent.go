@@ -266,9 +266,7 @@ func (s *sampler) run(ctx context.Context) error {
 // track applies a synthesized record to the state.
 func (s *sampler) track(rec perfdata.Record) error {
 	if r, _ := own(rec); r != nil {
-		if r, t := own(r); r != nil {
-			s.pending = append(s.pending, timed{t, r})
-		}
+		s.tr.apply(r)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -304,6 +305,16 @@ func TestCollector(t *testing.T) {
 		}
 		if attrs["process.runtime.name"] != tc.runtime || !strings.Contains(fmt.Sprint(attrs["process.command_line"]), filepath.Base(tc.p.cmd.Args[len(tc.p.cmd.Args)-1])) {
 			t.Errorf("%s: resource attributes %v", tc.who, attrs)
+		}
+	}
+
+	// Processes running before the agent are named from its first window
+	// on: from the state it read in /proc.
+	first := slices.Min(slices.Collect(maps.Keys(got)))
+	for _, p := range []*program{nodeBefore, erlBefore} {
+		names := got[first].names[int64(p.cmd.Process.Pid)]
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(names)), regexp.MustCompile(`^JS:\*hot[AB] |^\$?busy:fib/1`).MatchString) {
+			t.Errorf("%s, running before the agent: not named in its first window (%d names)", p.cmd.Args[0], len(names))
 		}
 	}
 
@@ -664,5 +675,66 @@ func TestCgroup(t *testing.T) {
 	}
 	if want := int64(inside.cmd.Process.Pid); len(pids) != 1 || pids[want] == 0 || !named {
 		t.Errorf("samples by pid %v (outside the cgroup: %d), hotA named: %v; want pid %d's only, named", pids, outside.cmd.Process.Pid, named, want)
+	}
+}
+
+// TestWindowsAgainstPerf holds the agent's profiles against perf: each
+// window's perf.data, injected with perf inject --jit and read by perf
+// report, gives node's jitted functions the samples the agent's profile
+// of that window gives them.
+func TestWindowsAgainstPerf(t *testing.T) {
+	jitprof, _ := binaries(t)
+	dir := t.TempDir()
+	node := start(t, dir, nodeBusy(t, 6000)...)
+	time.Sleep(500 * time.Millisecond)
+	windows, pp := filepath.Join(dir, "windows"), filepath.Join(dir, "pprof")
+	ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp, "--window", "3s", "--duration", "5s", "-F", "199", "-q")
+	ag.wait(t)
+	node.wait(t) // its dump complete, for perf
+	pid := int64(node.cmd.Process.Pid)
+	kept, err := filepath.Glob(filepath.Join(windows, "window-*.data"))
+	if err != nil || len(kept) < 2 {
+		t.Fatalf("windows kept: %v (%v)", kept, err)
+	}
+	compared := 0
+	for _, data := range kept {
+		seq := strings.Split(filepath.Base(data), "-")[1]
+		profiles, _ := filepath.Glob(filepath.Join(pp, "jitprof-*-"+seq+".pb.gz"))
+		if len(profiles) != 1 {
+			t.Fatalf("window %s: profiles %v", seq, profiles)
+		}
+		ours := make(map[string]int)
+		for _, s := range readProfile(t, profiles[0]).Sample {
+			if v := s.NumLabel["pid"]; len(v) != 1 || v[0] != pid || len(s.Location) == 0 {
+				continue
+			}
+			lines := s.Location[0].Line
+			if len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1].Function.Name, "JS:") {
+				ours[lines[len(lines)-1].Function.Name] += int(s.Value[0])
+			}
+		}
+		if len(ours) == 0 {
+			// node ran through every window: started before the agent,
+			// it must be named from the state the agent synthesized.
+			t.Errorf("window %s: no sample of node's jitted functions", seq)
+			continue
+		}
+		injected := filepath.Join(dir, "injected-"+seq+".data")
+		fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", injected)
+		all, _ := fixtures.SymbolCounts(t, injected, "--pid", strconv.FormatInt(pid, 10))
+		perfs := make(map[string]int)
+		for sym, n := range all {
+			if strings.HasPrefix(sym, "JS:") {
+				perfs[sym] = n
+			}
+		}
+		t.Logf("window %s: agent %v, perf %v", seq, ours, perfs)
+		if d := fixtures.Differ(ours, perfs); d != 0 {
+			t.Errorf("window %s: %d of node's jitted samples attributed differently: agent %v, perf %v", seq, d, ours, perfs)
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no window had node's jitted functions sampled")
 	}
 }
