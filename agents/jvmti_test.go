@@ -16,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/jitdump"
+	"golang.org/x/sys/unix"
 )
 
 // The JDKs the agent is tested on: Debian's (installed by scripts/test.sh)
@@ -60,8 +62,8 @@ type javaProgram struct {
 	args    []string
 	own     string   // the prefix of its methods' names
 	methods []string // methods that must be compiled
-	inlined string   // a file whose lines must appear in the table of the method below...
-	into    string   // ...a method that inlines it
+	inlined string   // a file of which a method must be inlined (JITPROF_INLINE)...
+	into    string   // ...into this method
 }
 
 var programs = []javaProgram{
@@ -152,23 +154,34 @@ func onlyDump(t testing.TB, dir string) string {
 
 var javaSig = regexp.MustCompile(`^L[^;(]+;[^;(]+\([^()]*\)[^()]+$`)
 
-// loadedMethod is a CODE_LOAD with the DEBUG_INFO before it, if any.
+// loadedMethod is a CODE_LOAD with the DEBUG_INFO before it, if any, and
+// the inline records after it.
 type loadedMethod struct {
-	load  *jitdump.CodeLoad
-	lines []jitdump.DebugEntry
+	load    *jitdump.CodeLoad
+	lines   []jitdump.DebugEntry
+	inlines []*jitdump.InlineInfo
 }
 
 // checkJavaDump checks what every dump of the agent must hold and returns
 // its compiled methods (by name) and stubs.
-func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[string]int) (map[string][]loadedMethod, []string) {
+func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[string]int) (map[string][]*loadedMethod, []string) {
 	t.Helper()
 	_, recs := readDump(t, path)
-	methods := map[string][]loadedMethod{}
+	methods := map[string][]*loadedMethod{}
 	var stubs []string
 	var pending *jitdump.DebugInfo
-	withLines, java := 0, 0
+	var last *loadedMethod // the latest method loaded, which inline records follow
+	withLines, java, inlines := 0, 0, 0
 	for _, rec := range recs {
 		switch r := rec.(type) {
+		case *jitdump.InlineInfo:
+			inlines++
+			if last == nil || r.CodeIndex != last.load.CodeIndex {
+				t.Errorf("inline record %q of code index %d does not follow its CODE_LOAD", r.Name, r.CodeIndex)
+				break
+			}
+			checkInline(t, last, r)
+			last.inlines = append(last.inlines, r)
 		case *jitdump.DebugInfo:
 			pending = r
 		case *jitdump.CodeLoad:
@@ -194,10 +207,11 @@ func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[stri
 				}
 			}
 			pending = nil
-			methods[r.Name] = append(methods[r.Name], m)
+			methods[r.Name] = append(methods[r.Name], &m)
+			last = &m
 		}
 	}
-	t.Logf("%d compiled methods, %d with DEBUG_INFO; %d stubs", java, withLines, len(stubs))
+	t.Logf("%d compiled methods, %d with DEBUG_INFO, %d inline records; %d stubs", java, withLines, inlines, len(stubs))
 	if !slices.Contains(stubs, "Interpreter") {
 		t.Errorf("no Interpreter among the stubs %v", stubs)
 	}
@@ -223,20 +237,52 @@ func checkJavaDump(t *testing.T, jdk, path string, p javaProgram, lines map[stri
 				t.Errorf("%s at %#x has no DEBUG_INFO", name, m.load.CodeAddr)
 				continue
 			}
-			own := false
+			// The method's own lines: inlined callees' are in their
+			// records.
 			for _, e := range m.lines {
-				own = own || e.File == file
-				inlined = inlined || name == p.into && e.File == p.inlined
+				if e.File != file {
+					t.Errorf("%s: DEBUG_INFO entry %+v is not in %s", name, e, file)
+					break
+				}
 			}
-			if !own {
-				t.Errorf("%s: no line of %s in %v", name, file, m.lines)
+			for _, in := range m.inlines {
+				inlined = inlined || name == p.into && in.File == p.inlined
 			}
 		}
 	}
 	if !inlined {
-		t.Errorf("no line of the inlined %s in %s", p.inlined, p.into)
+		t.Errorf("no method of %s is inlined into %s", p.inlined, p.into)
 	}
 	return methods, stubs
+}
+
+// checkInline checks an inline record against the method it belongs to and
+// the records before it: a Java method inside the method's code, its parent
+// the method or an earlier instance whose code holds it, lines in its code.
+func checkInline(t *testing.T, m *loadedMethod, in *jitdump.InlineInfo) {
+	t.Helper()
+	load := m.load
+	bad := func(format string, args ...any) {
+		t.Errorf("%s [%#x, +%d): inlined %s [%#x, +%d) id %d parent %d: %s", load.Name, load.CodeAddr, load.CodeSize,
+			in.Name, in.CodeAddr, in.CodeSize, in.MethodID, in.ParentID, fmt.Sprintf(format, args...))
+	}
+	if !javaSig.MatchString(in.Name) || (in.File != "" && !strings.HasSuffix(in.File, ".java")) {
+		bad("not a Java method's name and file")
+	}
+	if in.CodeSize == 0 || in.CodeAddr < load.CodeAddr || in.CodeAddr+in.CodeSize > load.CodeAddr+load.CodeSize {
+		bad("not inside the method's code")
+	}
+	if in.ParentID != in.RootID {
+		i := slices.IndexFunc(m.inlines, func(p *jitdump.InlineInfo) bool { return p.MethodID == in.ParentID })
+		if i < 0 || !m.inlines[i].Contains(in.CodeAddr) || !m.inlines[i].Contains(in.CodeAddr+in.CodeSize-1) {
+			bad("its parent is no earlier instance holding its code")
+		}
+	}
+	for _, e := range in.Lines {
+		if !in.Contains(e.Addr) || e.Line == 0 {
+			bad("line entry %+v", e)
+		}
+	}
 }
 
 // TestJVMTIDump: on each JDK, each program's dump passes the checker and
@@ -301,7 +347,11 @@ func TestJVMTIProfile(t *testing.T) {
 					continue
 				}
 				own += n
-				if l := leaf.Line[0]; l.Line > 0 && strings.HasSuffix(l.Function.Filename, ".java") {
+				// The line of the innermost frame with a source file: a
+				// method inlined without a line table (a lambda's hidden
+				// class) has neither, and its caller's line is the code's.
+				i := slices.IndexFunc(leaf.Line, func(l profile.Line) bool { return l.Function.Filename != "" })
+				if i >= 0 && leaf.Line[i].Line > 0 && strings.HasSuffix(leaf.Line[i].Function.Filename, ".java") {
 					ownLines += n
 				}
 			}
@@ -345,6 +395,11 @@ func TestJVMTIAttach(t *testing.T) {
 			}
 			out := runCommand(t, []string{filepath.Join(home, "bin", "jcmd"), strconv.Itoa(cmd.Process.Pid),
 				"JVMTI.agent_load", agentPath(t, JVMTI), dir + ",verbose"})
+			var ts unix.Timespec // the dump's clock: what came before was replayed
+			if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+				t.Fatal(err)
+			}
+			attached := uint64(ts.Nano())
 			if !strings.Contains(out, "return code: 0") {
 				t.Errorf("jcmd: %s", out)
 			}
@@ -358,7 +413,18 @@ func TestJVMTIAttach(t *testing.T) {
 			}
 			// Polygon.area and the interpreter were compiled and
 			// generated before the agent came: only the replay names them.
-			checkJavaDump(t, jdk.name, onlyDump(t, dir), p, lines)
+			// The replay gives the methods inlined too: Main.total,
+			// compiled before, has Polygon's inlined.
+			methods, _ := checkJavaDump(t, jdk.name, onlyDump(t, dir), p, lines)
+			replayed := false
+			for _, m := range methods[p.into] {
+				if m.load.Timestamp < attached && slices.ContainsFunc(m.inlines, func(in *jitdump.InlineInfo) bool { return in.File == p.inlined }) {
+					replayed = true
+				}
+			}
+			if !replayed {
+				t.Errorf("no load of %s replayed at the attach has %s inlined", p.into, p.inlined)
+			}
 		})
 	}
 }
@@ -370,7 +436,7 @@ func symbolizeWarn(t *testing.T) symbolize.Options {
 // checkLinesUnlessNoTable: a compiled method without DEBUG_INFO must be one
 // without a line table, as javap shows it (native methods, the JVM's
 // pregenerated lambda forms), or in a hidden class, which javap cannot read.
-func checkLinesUnlessNoTable(t *testing.T, jdk string, methods map[string][]loadedMethod) {
+func checkLinesUnlessNoTable(t *testing.T, jdk string, methods map[string][]*loadedMethod) {
 	t.Helper()
 	without := map[string][]string{} // class -> methods as perf demangles them, class.name(params)
 	for name, loads := range methods {

@@ -36,6 +36,7 @@ const (
 	KindMoveSize       = "move-size"
 	KindTimeBackwards  = "time-backwards"
 	KindDebugOutside   = "debug-outside-code"
+	KindDebugName      = "debug-bad-name" // a DEBUG_INFO file name that is not text
 	KindInlineUnknown  = "inline-unknown-index"
 )
 
@@ -45,6 +46,9 @@ type Finding struct {
 	Severity Severity
 	Kind     string
 	Msg      string
+	// Dropped counts the DEBUG_INFO entries readers drop for this finding
+	// (CodeLoad.BadEntry).
+	Dropped int
 }
 
 func (f Finding) String() string {
@@ -130,20 +134,38 @@ func (c *checker) record(rec Record) {
 	}
 }
 
-// debugOutside reports the entries of d that fall outside the code of the
-// load they precede.
+// debugOutside reports the entries of d outside the code of the load they
+// precede, and those whose file name is not text; it counts those readers
+// drop (CodeLoad.BadEntry).
 func (c *checker) debugOutside(d *DebugInfo, load *CodeLoad) {
-	lo, hi := load.CodeAddr, load.CodeAddr+load.CodeSize
-	outside, first := 0, uint64(0)
+	bias := load.LineBias()
+	lo, hi := load.CodeAddr+bias, load.CodeAddr+load.CodeSize+bias
+	outside, after, badName := 0, 0, 0
+	var firstOutside uint64
+	var firstName string
 	for e := range d.Entries() {
 		if e.Addr < lo || e.Addr > hi {
 			if outside == 0 {
-				first = e.Addr
+				firstOutside = e.Addr
 			}
 			outside++
 		}
+		switch load.BadEntry(e) {
+		case "after-end":
+			after++
+		case "name":
+			if badName == 0 {
+				firstName = e.File
+			}
+			badName++
+		}
 	}
 	if outside > 0 {
-		c.add(d.Offset, Warning, KindDebugOutside, "%d of %d entries lie outside the code of %q [%#x, %#x), the first at %#x", outside, d.NumEntries, load.Name, lo, hi, first)
+		c.add(d.Offset, Warning, KindDebugOutside, "%d of %d entries lie outside the code of %q [%#x, %#x] (bias %#x included), the first at %#x; %d after the end are dropped", outside, d.NumEntries, load.Name, lo, hi, bias, firstOutside, after)
+		c.findings[len(c.findings)-1].Dropped = after
+	}
+	if badName > 0 {
+		c.add(d.Offset, Warning, KindDebugName, "%d of %d entries of %q name a file that is not text, the first %q; dropped", badName, d.NumEntries, load.Name, firstName)
+		c.findings[len(c.findings)-1].Dropped = badName
 	}
 }

@@ -35,6 +35,22 @@ func debugFor(t testing.TB, addr uint64, lineAddrs ...uint64) jitdump.Record {
 	return rec
 }
 
+// badName is a DEBUG_INFO for code at 0x1000 whose entry names a file of
+// raw bytes, as node 20 writes some.
+func badName(t testing.TB) jitdump.Record {
+	data := encodeFunction(t, &jitdump.Function{Name: "f", Addr: 0x1000, Code: []byte{0}, Lines: []jitdump.DebugEntry{{Addr: 0x1000, Line: 8, File: "\xfd\xfd\x0c/"}}})
+	r, err := jitdump.NewBytesReader(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Header().Timestamp = 1
+	return rec
+}
+
 func encodeFunction(t testing.TB, fn *jitdump.Function) []byte {
 	var b strings.Builder
 	w, err := jitdump.NewWriter(&b, jitdump.Header{ByteOrder: binary.LittleEndian})
@@ -73,6 +89,7 @@ func TestCheck(t *testing.T) {
 		{name: "name without NUL", raw: nameless, kinds: []string{jitdump.KindInvalidRecord}, sev: jitdump.Error},
 		{name: "time backwards", recs: []jitdump.Record{load(5, 1, 0x1000, 4), load(4, 2, 0x2000, 4)}, kinds: []string{jitdump.KindTimeBackwards}, sev: jitdump.Warning},
 		{name: "debug outside code", recs: []jitdump.Record{debugFor(t, 0x1000, 0x1000, 0x5000), load(2, 1, 0x1000, 4)}, kinds: []string{jitdump.KindDebugOutside}, sev: jitdump.Warning},
+		{name: "debug name not text", recs: []jitdump.Record{badName(t), load(2, 1, 0x1000, 4)}, kinds: []string{jitdump.KindDebugName}, sev: jitdump.Warning},
 		{name: "unknown record", recs: []jitdump.Record{&jitdump.Unknown{RecordHeader: jitdump.RecordHeader{Type: 12}}}, kinds: []string{jitdump.KindUnknownRecord}, sev: jitdump.Warning},
 		{name: "unknown version", hdr: jitdump.Header{Version: 9}, kinds: []string{jitdump.KindVersion}, sev: jitdump.Warning},
 	}

@@ -16,6 +16,9 @@ package jitdump
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Magic is the header's first field, "JiTD" when read in the writer's byte order.
@@ -114,14 +117,49 @@ type CodeLoad struct {
 // but its line table at 0.
 const LLVMLineBias = 0x40
 
+// V8LineBias is what V8 (--perf-prof) adds to every DEBUG_INFO address: the
+// size of the ELF header perf inject puts before the code (kElfHeaderSize
+// in V8's perf-jit.cc). Its first entry of a function is at code_addr+0x40,
+// where the function's first instruction is.
+const V8LineBias = 0x40
+
 // LineBias returns what the writer of l added to the addresses of its
 // DEBUG_INFO entries: LLVMLineBias for LLVM's listener, recognised by the
-// vma of 0 that it alone writes, else 0.
+// vma of 0 that it alone writes; V8LineBias for V8, recognised by the "JS:"
+// it puts before the names of the JavaScript functions it writes lines
+// for; else 0.
 func (l *CodeLoad) LineBias() uint64 {
-	if l.VMA == 0 && l.CodeAddr != 0 {
+	switch {
+	case l.VMA == 0 && l.CodeAddr != 0:
 		return LLVMLineBias
+	case strings.HasPrefix(l.Name, "JS:"):
+		return V8LineBias
 	}
 	return 0
+}
+
+// BadEntry tells why e, an entry of the DEBUG_INFO record before l, cannot
+// be right, or returns "" when it can: "after-end" for an address past the
+// end of l's code (an entry at the end is taken, as perf takes it), "name"
+// for a file name that is not text. node 20 writes both, alternating with
+// its real entries, for some functions. Readers drop such entries. Entries
+// before the start are not bad: the last of them tells the line in effect
+// at the start (Erlang writes one there), as perf reads them.
+func (l *CodeLoad) BadEntry(e DebugEntry) string {
+	bias := l.LineBias()
+	switch {
+	case e.Addr >= bias && e.Addr-bias > l.CodeAddr && e.Addr-bias-l.CodeAddr > l.CodeSize:
+		return "after-end"
+	case !IsText(e.File):
+		return "name"
+	}
+	return ""
+}
+
+// IsText tells whether s can be a name: valid UTF-8 without control
+// characters.
+func IsText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // CodeMove says an already loaded function now lives at another address.
@@ -142,7 +180,8 @@ type DebugInfo struct {
 	RecordHeader
 	CodeAddr   uint64
 	NumEntries uint64
-	entries    []byte
+	entries    []byte // the entries as read
+	payload    []byte // all the bytes after the fixed part, padding included
 	order      binary.ByteOrder
 }
 

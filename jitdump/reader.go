@@ -405,7 +405,7 @@ func (r *Reader) decode(off int64, b []byte, reuse bool) Record {
 		rec := r.debugs.new(reuse) // field by field, as CODE_LOAD
 		rec.RecordHeader = h
 		rec.CodeAddr, rec.NumEntries = o.u64(b[16:]), n
-		rec.entries, rec.order = entries[:end:end], r.hdr.ByteOrder
+		rec.entries, rec.payload, rec.order = entries[:end:end], entries, r.hdr.ByteOrder
 		return rec
 
 	case TypeCodeClose:
@@ -465,6 +465,29 @@ func aliasString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// StrideEntries returns the record's entries read as if every file name took
+// nameLen bytes and its NUL, without their names; ok is false when
+// NumEntries of them do not fit the record. node 20 writes some records so:
+// each name, of the script's length, garbled in its first bytes (freed
+// memory), sometimes with a NUL inside, which Entries then takes for its
+// end, reading half the real entries and garbage between them (see
+// CodeLoad.BadEntry).
+func (d *DebugInfo) StrideEntries(nameLen int) (entries iter.Seq[DebugEntry], ok bool) {
+	stride := uint64(debugEntryFixed + nameLen + 1)
+	if nameLen < 0 || d.NumEntries > uint64(len(d.payload))/stride {
+		return nil, false
+	}
+	return func(yield func(DebugEntry) bool) {
+		b, o := d.payload, d.order
+		for range d.NumEntries {
+			if !yield(DebugEntry{Addr: o.Uint64(b), Line: o.Uint32(b[8:]), Discrim: o.Uint32(b[12:])}) {
+				return
+			}
+			b = b[stride:]
+		}
+	}, true
 }
 
 // Entries returns the record's entries in file order. The reader has checked

@@ -1,6 +1,7 @@
 package perfdata_test
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -162,4 +163,66 @@ func BenchmarkRead(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// BenchmarkDecodeDWARF decodes samples as perf record --call-graph dwarf
+// writes them (20 registers, 8 KiB of user stack, 5,000 bytes of it
+// real), in place and as a stream, with ReuseRecord: the registers are
+// copied, the stack is not.
+func BenchmarkDecodeDWARF(b *testing.B) {
+	const samples = 2000
+	a := dwarfAttr(0xff0fff, 8192, perfdata.SampleDataSrc)
+	path := filepath.Join(b.TempDir(), "dwarf.data")
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{a}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stack := make([]byte, 8192)
+	for i := range samples {
+		s := &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: a, Misc: perfdata.MiscUser}, IP: 0x401000 + uint64(i), Time: uint64(i), ID: 5,
+			RegsABI: perfdata.RegsABI64, RegsUser: regsFor(0xff0fff), StackUserSize: 8192, StackUser: stack[:5000], Rest: make([]byte, 8)}
+		if err := w.WriteRecord(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"bytes", "stream"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var r *perfdata.Reader
+				if mode == "bytes" {
+					r, err = perfdata.NewBytesReader(data)
+				} else {
+					r, err = perfdata.NewReader(bytes.NewReader(data), int64(len(data)))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.ReuseRecord = true
+				var sps uint64
+				for {
+					rec, err := r.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					sp, _ := rec.(*perfdata.Sample).UserRegister(perfdata.RegX86SP)
+					sps += sp + uint64(len(rec.(*perfdata.Sample).StackUser))
+				}
+				if sps == 0 {
+					b.Fatal("no registers read")
+				}
+			}
+			b.ReportMetric(float64(samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
 }

@@ -3,6 +3,7 @@ package perfdata
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -254,7 +255,64 @@ func appendSample(b []byte, s *Sample) ([]byte, error) {
 		b = le.AppendUint64(b, uint64(len(s.Callchain)))
 		b = appendU64s(b, s.Callchain...)
 	}
+	if st&(SampleRaw|SampleBranchStack|SampleRegsUser|SampleStackUser) != 0 {
+		var err error
+		if b, err = appendSampleTail(b, s); err != nil {
+			return b, err
+		}
+	}
 	return append(b, s.Rest...), nil
+}
+
+// appendSampleTail appends RAW, BRANCH_STACK, REGS_USER and STACK_USER, as
+// the kernel lays them out.
+func appendSampleTail(b []byte, s *Sample) ([]byte, error) {
+	a := s.Attr
+	st := a.SampleType
+	if st&SampleRaw != 0 {
+		if (4+len(s.RawData))%8 != 0 {
+			return b, fmt.Errorf("RAW of %d bytes: with its 4-byte size it must fill whole 8-byte words, as the kernel pads it", len(s.RawData))
+		}
+		b = le.AppendUint32(b, uint32(len(s.RawData)))
+		b = append(b, s.RawData...)
+	}
+	if st&SampleBranchStack != 0 {
+		b = le.AppendUint64(b, uint64(len(s.Branches)))
+		if a.BranchSampleType&BranchHWIndex != 0 {
+			b = le.AppendUint64(b, s.BranchHWIndex)
+		}
+		for _, e := range s.Branches {
+			b = appendU64s(b, e.From, e.To, e.Flags)
+		}
+	}
+	if st&SampleRegsUser != 0 {
+		want := bits.OnesCount64(a.SampleRegsUser)
+		if s.RegsABI == RegsABINone {
+			want = 0
+		}
+		if len(s.RegsUser) != want {
+			return b, fmt.Errorf("REGS_USER of ABI %d and mask %#x holds %d registers, not %d", s.RegsABI, a.SampleRegsUser, want, len(s.RegsUser))
+		}
+		b = le.AppendUint64(b, s.RegsABI)
+		b = appendU64s(b, s.RegsUser...)
+	}
+	if st&SampleStackUser != 0 {
+		size, dyn := s.StackUserSize, uint64(len(s.StackUser))
+		if size%8 != 0 || dyn > size {
+			return b, fmt.Errorf("STACK_USER: %d bytes of stack in a copy of %d: the copy is a multiple of 8 bytes that holds them", dyn, size)
+		}
+		b = le.AppendUint64(b, size)
+		if size > 0 {
+			if uint64(cap(s.StackUser)) >= size {
+				b = append(b, s.StackUser[:size]...)
+			} else {
+				b = append(b, s.StackUser...)
+				b = append(b, make([]byte, size-dyn)...)
+			}
+			b = le.AppendUint64(b, dyn)
+		}
+	}
+	return b, nil
 }
 
 // encodedLen is the size an attr is written with: as read, or, for a new

@@ -22,6 +22,7 @@ package perfdata
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 var le = binary.LittleEndian
@@ -450,8 +451,13 @@ type Throttle struct {
 }
 
 // Sample is a PERF_RECORD_SAMPLE. Which fields it holds is Attr.SampleType;
-// fields it does not hold are zero. Fields after the callchain are kept
+// fields it does not hold are zero. Fields after the user stack are kept
 // undecoded in Rest.
+//
+// The slices alias what the Reader read: RawData, StackUser and Rest the
+// record's bytes (valid while those are, see Reader), Callchain, Branches,
+// RegsUser and the read values the Reader's own arrays, which with
+// ReuseRecord the next sample overwrites.
 type Sample struct {
 	RecordHeader
 	IP        uint64
@@ -464,7 +470,77 @@ type Sample struct {
 	Period    uint64
 	Read      ReadValues
 	Callchain []uint64 // context markers (ContextKernel...) included
-	Rest      []byte   // RAW, BRANCH_STACK, REGS_USER and later fields, as read
+	// RawData is RAW's data after its 4-byte size; the kernel pads it so
+	// that the two end on an 8-byte boundary.
+	RawData []byte
+	// BranchHWIndex is BRANCH_STACK's hw_idx, present when
+	// Attr.BranchSampleType has BranchHWIndex.
+	BranchHWIndex uint64
+	Branches      []Branch
+	// RegsABI is REGS_USER's ABI: RegsABINone when the sample has no user
+	// registers (a kernel thread), and RegsUser is then empty; otherwise
+	// RegsUser holds one value per bit set in Attr.SampleRegsUser, in bit
+	// order (UserRegister finds one by number).
+	RegsABI  uint64
+	RegsUser []uint64
+	// StackUserSize is how many bytes STACK_USER's copy of the user stack
+	// takes in the record: Attr.SampleStackUser, less when the record
+	// could not hold that much, 0 when there was no user stack.
+	// StackUser is the part the kernel could copy (dyn_size bytes), from
+	// the user stack pointer up. Decoded, its capacity runs to the end of
+	// the copy, so that the sample encodes to the bytes read; the Writer
+	// fills the rest of the copy from the capacity, or with zeros.
+	StackUserSize uint64
+	StackUser     []byte
+	Rest          []byte // WEIGHT, DATA_SRC and later fields, as read
+}
+
+// Branch is one entry of a sample's branch stack.
+type Branch struct {
+	From, To uint64
+	Flags    uint64 // mispred, predicted, in_tx, abort, cycles, type... as perf_event.h packs them
+}
+
+// BranchHWIndex is PERF_SAMPLE_BRANCH_HW_INDEX, the bit of
+// Attr.BranchSampleType that puts hw_idx in a sample's branch stack.
+const BranchHWIndex = 1 << 17
+
+// The ABIs of a sample's user registers (REGS_USER).
+const (
+	RegsABINone = 0 // no registers: the sample has no user context
+	RegsABI32   = 1
+	RegsABI64   = 2
+)
+
+// Register numbers of Attr.SampleRegsUser's bits, as perf_regs.h of each
+// architecture numbers them: those an unwinder starts from.
+const (
+	RegX86BP = 6
+	RegX86SP = 7
+	RegX86IP = 8
+
+	RegARM64FP = 29 // x29
+	RegARM64LR = 30 // x30
+	RegARM64SP = 31
+	RegARM64PC = 32
+)
+
+// UserRegister returns user register n (perf's number for the recording's
+// architecture, such as RegX86SP) of the sample; ok is false when the
+// sample has no such register.
+func (s *Sample) UserRegister(n int) (v uint64, ok bool) {
+	if n < 0 || n > 63 || s.Attr == nil {
+		return 0, false
+	}
+	mask := s.Attr.SampleRegsUser
+	if mask&(1<<n) == 0 {
+		return 0, false
+	}
+	i := bits.OnesCount64(mask & (1<<n - 1))
+	if i >= len(s.RegsUser) {
+		return 0, false
+	}
+	return s.RegsUser[i], true
 }
 
 // ReadValues is the READ part of a sample, as Attr.ReadFormat lays it out.

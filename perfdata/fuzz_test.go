@@ -17,6 +17,11 @@ func FuzzReader(f *testing.F) {
 	for _, st := range []perfdata.SampleType{
 		perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleID | perfdata.SamplePeriod | perfdata.SampleCallchain,
 		perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleCPU | perfdata.SampleRead | perfdata.SampleRaw,
+		// perf record --call-graph dwarf, and every variable-size field before the user stack.
+		perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleCallchain | perfdata.SampleID |
+			perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleDataSrc,
+		perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleRaw | perfdata.SampleBranchStack | perfdata.SampleRegsUser |
+			perfdata.SampleStackUser | perfdata.SampleWeight,
 	} {
 		attrs := synthAttrs(st, perfdata.FormatGroup|perfdata.FormatID|perfdata.FormatTotalTimeEnabled, true)
 		for _, pipe := range []bool{false, true} {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ var recordings = []recording{
 	{name: "group-read", args: []string{"-e", "{cpu-clock,task-clock}:S"}, buildIDs: true},
 	{name: "buildid-mmap", args: []string{"--buildid-mmap"}},
 	{name: "pipe", args: []string{"-g"}, pipe: true},
+	// User registers and stack copies, ready for DWARF unwinding.
+	{name: "dwarf", args: []string{"--call-graph", "dwarf"}, buildIDs: true},
 }
 
 // record runs perf record -k mono as rec says on node running
@@ -110,7 +113,9 @@ func perfDump(t *testing.T, path string, pipe bool) []dumped {
 	var out []dumped
 	cur := -1 // the record whose lines follow
 	inBlock := false
-	sc := bufio.NewScanner(bytes.NewReader(fixtures.Perf(t, "report", "-D", "-i", path)))
+	// --no-inline: perf otherwise runs addr2line on every frame it
+	// unwinds from a stack copy, minutes for a recording of node.
+	sc := bufio.NewScanner(bytes.NewReader(fixtures.Perf(t, "report", "--no-inline", "-D", "-i", path)))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -178,6 +183,22 @@ func describe(rec perfdata.Record) (line string, block []string, ok bool) {
 				block = append(block, fmt.Sprintf("..... %2d: %016x", i, ip))
 			}
 		}
+		if st&perfdata.SampleRegsUser != 0 && r.RegsABI != perfdata.RegsABINone {
+			block = append(block, fmt.Sprintf("... user regs: mask %#x ABI %s", r.Attr.SampleRegsUser, [...]string{"none", "32-bit", "64-bit"}[r.RegsABI]))
+			for n := range 64 {
+				if v, ok := r.UserRegister(n); ok {
+					block = append(block, fmt.Sprintf(".... %-5s 0x%016x", regNames[runtime.GOARCH][n], v))
+				}
+			}
+		}
+		if st&perfdata.SampleStackUser != 0 {
+			// perf gives the offset of the size field in the record.
+			off := len(r.Raw) - len(r.Rest) - 8
+			if r.StackUserSize > 0 {
+				off -= int(r.StackUserSize) + 8
+			}
+			block = append(block, fmt.Sprintf("... ustack: size %d, offset %#x", len(r.StackUser), off))
+		}
 		if st&perfdata.SampleRead != 0 {
 			block = append(block, "... sample_read:")
 			if rf&perfdata.FormatTotalTimeEnabled != 0 {
@@ -223,6 +244,15 @@ func describe(rec perfdata.Record) (line string, block []string, ok bool) {
 		return "", nil, false
 	}
 	return line, block, true
+}
+
+// regNames are perf's names of the user registers, by number, as perf
+// report -D prints them.
+var regNames = map[string][]string{
+	"amd64": {"AX", "BX", "CX", "DX", "SI", "DI", "BP", "SP", "IP", "FLAGS", "CS", "SS", "DS", "ES", "FS", "GS",
+		"R8", "R9", "R10", "R11", "R12", "R13", "R14", "R15"},
+	"arm64": {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15",
+		"x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29", "lr", "sp", "pc"},
 }
 
 // checkAgainstPerf reads the file in file order and in time order and
@@ -455,8 +485,8 @@ func checkRoundTrip(t *testing.T, path string, pipe bool) {
 	}
 
 	for _, args := range [][]string{
-		{"script", "-F", "comm,tid,time,ip,sym,period,event", "--show-mmap-events", "--show-task-events"},
-		{"report", "--stdio"},
+		{"script", "--no-inline", "-F", "comm,tid,time,ip,sym,period,event", "--show-mmap-events", "--show-task-events"},
+		{"report", "--no-inline", "--stdio"},
 	} {
 		want := perfOutput(t, slices.Concat(args, []string{"-i", path})...)
 		got := perfOutput(t, slices.Concat(args, []string{"-i", copied})...)

@@ -54,8 +54,10 @@ type Reader struct {
 	comms    slab[Comm]
 	tasks    slab[Task]
 	unknowns slab[Unknown]
-	u64s     slab[uint64]
+	u64s     slab[uint64] // callchains
+	regs     slab[uint64] // apart: with ReuseRecord, one sample holds both
 	reads    slab[ReadValue]
+	branches slab[Branch]
 }
 
 // slab hands out values from arrays of many, one allocation for many

@@ -14,8 +14,9 @@ import (
 )
 
 func showAttr(a *perfdata.Attr) string {
-	return fmt.Sprintf("type=%d config=%d period=%d st=%#x rf=%#x flags=%#x clock=%d ids=%v",
-		a.Type, a.Config, a.SamplePeriod, uint64(a.SampleType), uint64(a.ReadFormat), uint64(a.Flags), a.ClockID, a.IDs)
+	return fmt.Sprintf("type=%d config=%d period=%d st=%#x rf=%#x flags=%#x clock=%d branch=%#x regs=%#x stack=%d ids=%v",
+		a.Type, a.Config, a.SamplePeriod, uint64(a.SampleType), uint64(a.ReadFormat), uint64(a.Flags), a.ClockID,
+		a.BranchSampleType, a.SampleRegsUser, a.SampleStackUser, a.IDs)
 }
 
 // TestEncodeDecode writes records of every kind with the Writer, for
@@ -38,6 +39,11 @@ func TestEncodeDecode(t *testing.T) {
 			perfdata.FormatTotalTimeEnabled | perfdata.FormatTotalTimeRunning | perfdata.FormatID | perfdata.FormatGroup | perfdata.FormatLost, true},
 		{"read, no sample_id_all", perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleID | perfdata.SampleRead | perfdata.SamplePeriod,
 			perfdata.FormatTotalTimeRunning | perfdata.FormatID, false},
+		{"perf record --call-graph dwarf", perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleAddr | perfdata.SampleCallchain |
+			perfdata.SampleID | perfdata.SamplePeriod | perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleDataSrc,
+			perfdata.FormatID | perfdata.FormatLost, true},
+		{"raw, branch stack, registers, no stack", perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
+			perfdata.SampleRaw | perfdata.SampleBranchStack | perfdata.SampleRegsUser | perfdata.SampleWeight, 0, true},
 	}
 	for _, tt := range tests {
 		for _, pipe := range []bool{false, true} {

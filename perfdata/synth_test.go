@@ -18,11 +18,27 @@ func synthAttrs(st perfdata.SampleType, rf perfdata.ReadFormat, idAll bool) []*p
 	if idAll {
 		flags |= perfdata.AttrSampleIDAll
 	}
-	return []*perfdata.Attr{
+	attrs := []*perfdata.Attr{
 		{Type: 1, Config: 0, SamplePeriod: 4000, SampleType: st, ReadFormat: rf, Flags: flags | perfdata.AttrFreq, ClockID: 1, IDs: []uint64{11, 12}},
 		{Type: 1, Config: 1, SamplePeriod: 4000, SampleType: st, ReadFormat: rf, Flags: flags, ClockID: 1, IDs: []uint64{21, 22}},
 	}
+	for _, a := range attrs {
+		if st&perfdata.SampleBranchStack != 0 {
+			a.BranchSampleType = 1 | perfdata.BranchHWIndex // PERF_SAMPLE_BRANCH_USER
+		}
+		if st&perfdata.SampleRegsUser != 0 {
+			a.SampleRegsUser = synthRegsMask
+		}
+		if st&perfdata.SampleStackUser != 0 {
+			a.SampleStackUser = 64
+		}
+	}
+	return attrs
 }
+
+// synthRegsMask is the registers perf record --call-graph dwarf asks for on
+// x86-64: all general registers but the segment ones.
+const synthRegsMask = 0xff0fff
 
 // synth returns one record of every kind this package decodes, and a raw
 // one, attributed to attrs by their ids: as given to the writer (written),
@@ -77,7 +93,27 @@ func synth(attrs []*perfdata.Attr, written bool) []perfdata.Record {
 		s.Callchain = []uint64{perfdata.ContextKernel, 0xffffffff81000010, perfdata.ContextUser, 0x401000, 0x401234}
 	}
 	if st&perfdata.SampleRaw != 0 {
-		s.Rest = []byte{4, 0, 0, 0, 1, 2, 3, 4}
+		s.RawData = []byte{1, 2, 3, 4}
+	}
+	if st&perfdata.SampleBranchStack != 0 {
+		s.BranchHWIndex = 3
+		s.Branches = []perfdata.Branch{{From: 0x401010, To: 0x401200, Flags: 1}, {From: 0x401210, To: 0x401000, Flags: 2}}
+	}
+	if st&perfdata.SampleRegsUser != 0 {
+		s.RegsABI = perfdata.RegsABI64
+		for i := range 20 { // bits in synthRegsMask
+			s.RegsUser = append(s.RegsUser, 0x7ffc00000000+uint64(i))
+		}
+	}
+	if st&perfdata.SampleStackUser != 0 {
+		s.StackUserSize = 64
+		s.StackUser = []byte("the user stack, 40 bytes of it: 12345678")
+	}
+	// The fields after the user stack, kept as bytes.
+	for _, bit := range []perfdata.SampleType{perfdata.SampleWeight, perfdata.SampleDataSrc} {
+		if st&bit != 0 {
+			s.Rest = append(s.Rest, 0, 1, 2, 3, 4, 5, 6, byte(bit>>12))
+		}
 	}
 
 	return []perfdata.Record{

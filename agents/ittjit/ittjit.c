@@ -35,6 +35,7 @@ _Static_assert(offsetof(iJIT_Method_Load_V2, class_file_name) == 40 && offsetof(
 _Static_assert(offsetof(iJIT_Method_Load_V3, module_arch) == 64 && sizeof(iJIT_Method_Load_V3) == 72, "iJIT_Method_Load_V3");
 _Static_assert(offsetof(iJIT_Method_Inline_Load, source_file_name) == 48 && sizeof(iJIT_Method_Inline_Load) == 56, "iJIT_Method_Inline_Load");
 _Static_assert(offsetof(iJIT_Method_Update, data_format) == 16 && sizeof(iJIT_Method_Update) == 24, "iJIT_Method_Update");
+_Static_assert(ITTJIT_JITDUMP_INLINE_ID == JD_INLINE_ID, "the header documents the writer's inline record");
 
 #define TAG "jitprof-ittjit"
 
@@ -458,7 +459,7 @@ static void region_write(struct region *r)
 	}
 	for (size_t i = 0; extra && i < r->n_inlines; i++) {
 		memcpy(r->inlines[i].payload, &index, sizeof index);
-		extra[i] = (jd_raw_record){.id = ITTJIT_JITDUMP_INLINE_ID, .payload = r->inlines[i].payload, .size = r->inlines[i].size};
+		extra[i] = (jd_raw_record){.id = JD_INLINE_ID, .payload = r->inlines[i].payload, .size = r->inlines[i].size};
 	}
 	jd_function fn = {
 		.name = r->m->name,
@@ -562,11 +563,11 @@ static void on_inline(const iJIT_Method_Inline_Load *in)
 	char *file = make_file(in->source_file_name);
 	jd_debug_entry *lines = NULL;
 	size_t n_lines = lines_convert(in->line_number_table, in->line_number_size, start, in->method_size, file, &lines);
-	size_t name_len = name ? strlen(name) : 0, file_len = file ? strlen(file) : 0;
-	size_t fixed = ITTJIT_JITDUMP_INLINE_FIXED - 16;
-	size_t size = fixed + 16 * n_lines + name_len + 1 + file_len + 1;
-	size = (size + 7) & ~(size_t)7;
-	unsigned char *p = calloc(1, size);
+	jd_inline inl = {.code_addr = start, .code_size = end - start, .method_id = in->method_id,
+			 .parent_id = in->parent_method_id, .root_id = r->m->id,
+			 .lines = lines, .n_lines = n_lines, .name = name, .file = file};
+	size_t size = jd_inline_size(&inl);
+	unsigned char *p = malloc(size);
 	struct inline_rec *recs = realloc(r->inlines, (r->n_inlines + 1) * sizeof *recs);
 	if (!name || !p || !recs) {
 		log_once(P_NO_MEMORY, "out of memory; an inline method was dropped");
@@ -574,21 +575,9 @@ static void on_inline(const iJIT_Method_Inline_Load *in)
 		goto out;
 	}
 	r->inlines = recs;
-	uint64_t head[3] = {r->code_index, start, end - start};
-	uint32_t ids[4] = {in->method_id, in->parent_method_id, r->m->id, (uint32_t)n_lines};
-	memcpy(p, head, sizeof head);
-	memcpy(p + sizeof head, ids, sizeof ids);
-	unsigned char *q = p + fixed;
-	for (size_t i = 0; i < n_lines; i++, q += 16) {
-		uint32_t line[2] = {lines[i].line, 0};
-		memcpy(q, &lines[i].addr, 8);
-		memcpy(q + 8, line, sizeof line);
-	}
-	memcpy(q, name, name_len);
-	if (file_len)
-		memcpy(q + name_len + 1, file, file_len);
+	jd_inline_encode(p, r->code_index, &inl);
 	r->inlines[r->n_inlines++] = (struct inline_rec){.payload = p, .size = size};
-	if (jd_raw(g.w, &(jd_raw_record){.id = ITTJIT_JITDUMP_INLINE_ID, .payload = p, .size = size}) != 0)
+	if (jd_raw(g.w, &(jd_raw_record){.id = JD_INLINE_ID, .payload = p, .size = size}) != 0)
 		writer_failed();
 out:
 	free(name);

@@ -355,6 +355,37 @@ static void jd_put_raw(jd_writer *w, const jd_raw_record *r, uint64_t ts)
 	jd_end_record(w, at);
 }
 
+#define JD_INLINE_FIXED 40u /* after the record header: code_index .. nr_entry */
+#define JD_INLINE_ENTRY 16u
+
+size_t jd_inline_size(const jd_inline *in)
+{
+	size_t size = JD_INLINE_FIXED + JD_INLINE_ENTRY * in->n_lines + jd_name_len(in->name) + 1 + jd_name_len(in->file) + 1;
+	return (size + 7) & ~(size_t)7;
+}
+
+void jd_inline_encode(void *dst, uint64_t code_index, const jd_inline *in)
+{
+	unsigned char *p = dst;
+	size_t size = jd_inline_size(in);
+	memset(p, 0, size);
+	uint64_t head[3] = {code_index, in->code_addr, in->code_size};
+	uint32_t ids[4] = {in->method_id, in->parent_id, in->root_id, (uint32_t)in->n_lines};
+	memcpy(p, head, sizeof head);
+	memcpy(p + sizeof head, ids, sizeof ids);
+	p += JD_INLINE_FIXED;
+	for (size_t i = 0; i < in->n_lines; i++, p += JD_INLINE_ENTRY) {
+		memcpy(p, &in->lines[i].addr, 8);
+		memcpy(p + 8, &in->lines[i].line, 4);
+	}
+	size_t name_len = jd_name_len(in->name);
+	if (name_len)
+		memcpy(p, in->name, name_len);
+	p += name_len + 1;
+	if (jd_name_len(in->file))
+		memcpy(p, in->file, jd_name_len(in->file));
+}
+
 /* Why fn cannot be written, or NULL. */
 static const char *jd_absurd(const jd_function *fn)
 {

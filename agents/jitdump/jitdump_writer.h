@@ -71,6 +71,28 @@ typedef struct {
 	size_t size;
 } jd_raw_record;
 
+/* jitprof's extension record for inlined code, JITPROF_INLINE (layout in
+ * jitdump/inline.go and agents/ittjit/jitprofiling.h): one method instance
+ * inlined into the code of a CODE_LOAD. The instances of one function form a
+ * tree by parent_id, siblings' code never overlapping. */
+#define JD_INLINE_ID 0x4A500001u
+
+typedef struct {
+	uint64_t code_addr, code_size; /* the instance's code, inside the function's */
+	uint32_t method_id;            /* this instance, unique within the function */
+	uint32_t parent_id;            /* the instance it is inlined into, or root_id */
+	uint32_t root_id;              /* the function itself */
+	const jd_debug_entry *lines;   /* addr and line of each entry; file is ignored */
+	size_t n_lines;
+	const char *name, *file;       /* NULL is written as "" */
+} jd_inline;
+
+/* The payload size of in's record (after the record header), a multiple of 8. */
+JD_HIDDEN size_t jd_inline_size(const jd_inline *in);
+
+/* Encodes in for the CODE_LOAD code_index into dst, jd_inline_size(in) bytes. */
+JD_HIDDEN void jd_inline_encode(void *dst, uint64_t code_index, const jd_inline *in);
+
 /* One jitted function. Only name, code_addr and code_size are required. */
 typedef struct {
 	const char *name;      /* NUL-terminated; NULL is written as "" */

@@ -6,8 +6,10 @@
  *
  * Compiled methods are named as perf's agent names them, class signature +
  * method name + method signature (LWork;fib(I)J), which jitprof report and
- * perf demangle. Their DEBUG_INFO comes from the inline records of the
- * compile info; stubs and the interpreter come from DynamicCodeGenerated.
+ * perf demangle. The compile info's PC records give each method's own lines
+ * (DEBUG_INFO) and the methods inlined into it (jitprof's JITPROF_INLINE
+ * records, which perf skips); stubs and the interpreter come from
+ * DynamicCodeGenerated.
  * Loaded into a running JVM, the agent asks for the methods and stubs
  * generated before it came.
  *
@@ -33,10 +35,24 @@
 #define MAX_CMLR_RECORDS 64
 #define MAX_PCS 4000000
 #define MAX_FRAMES 4096
+/* Inlining deeper than this is folded into its caller; HotSpot's
+ * MaxInlineLevel is 15. */
+#define MAX_INLINE_DEPTH 32
+/* The bytes of inline records a method may add to the dump: 16 times its
+ * code's size, and 32 KiB for any method. Each instance repeats its name and
+ * file (100 bytes and more for the JDK's methods); C2's code of the Inline
+ * workload's mapWork, 2.8 KB, takes 200 instances over 5 levels, 33 KB. */
+#define INLINE_BUDGET(code_size) ((code_size) * 16 > 32768 ? (code_size) * 16 : 32768)
+/* The compiled method's id in its inline records; instances count from 2. */
+#define ROOT_ID 1u
+#define JD_RECORD_HEADER 16u
 
 static jd_writer *dump;
 static int verbose;
 static unsigned long n_methods, n_lines, n_stubs, n_unloads;
+/* Inline records written, their bytes, and methods whose deepest levels
+ * did not fit the budget. */
+static unsigned long n_inlines, inline_bytes, n_cut;
 /* Time spent in CompiledMethodLoad, for the verbose summary: the agent's
  * cost per compiled method, measured where it is paid. */
 static unsigned long load_ns;
@@ -70,7 +86,7 @@ typedef struct {
 } method_info;
 
 typedef struct {
-	method_info *slots; /* open addressing on the jmethodID */
+	method_info **slots; /* open addressing on the jmethodID */
 	size_t cap;         /* a power of two */
 	size_t used;
 } method_cache;
@@ -159,18 +175,20 @@ out:
 	 * JVM pops when the callback returns. */
 }
 
+/* The method's info, resolved on first sight. Infos stay where they are
+ * while the table grows: the inline instances hold them. */
 static method_info *lookup(jvmtiEnv *jvmti, method_cache *c, jmethodID m)
 {
 	if (c->used * 2 >= c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
-		method_info *slots = calloc(cap, sizeof *slots);
+		method_info **slots = calloc(cap, sizeof *slots);
 		if (!slots)
 			return NULL;
 		for (size_t i = 0; i < c->cap; i++) {
-			if (!c->slots[i].method)
+			if (!c->slots[i])
 				continue;
-			size_t j = ((uintptr_t)c->slots[i].method >> 3) & (cap - 1);
-			while (slots[j].method)
+			size_t j = ((uintptr_t)c->slots[i]->method >> 3) & (cap - 1);
+			while (slots[j])
 				j = (j + 1) & (cap - 1);
 			slots[j] = c->slots[i];
 		}
@@ -179,23 +197,29 @@ static method_info *lookup(jvmtiEnv *jvmti, method_cache *c, jmethodID m)
 		c->cap = cap;
 	}
 	size_t j = ((uintptr_t)m >> 3) & (c->cap - 1);
-	while (c->slots[j].method && c->slots[j].method != m)
+	while (c->slots[j] && c->slots[j]->method != m)
 		j = (j + 1) & (c->cap - 1);
-	method_info *mi = &c->slots[j];
-	if (!mi->method) {
+	if (!c->slots[j]) {
+		method_info *mi = calloc(1, sizeof *mi);
+		if (!mi)
+			return NULL;
 		mi->method = m;
-		c->used++;
 		resolve(jvmti, mi, 1);
+		c->slots[j] = mi;
+		c->used++;
 	}
-	return mi;
+	return c->slots[j];
 }
 
 static void cache_free(jvmtiEnv *jvmti, method_cache *c)
 {
 	for (size_t i = 0; i < c->cap; i++) {
-		free(c->slots[i].name);
-		free(c->slots[i].file);
-		deallocate(jvmti, c->slots[i].lines);
+		if (!c->slots[i])
+			continue;
+		free(c->slots[i]->name);
+		free(c->slots[i]->file);
+		deallocate(jvmti, c->slots[i]->lines);
+		free(c->slots[i]);
 	}
 	free(c->slots);
 }
@@ -235,43 +259,106 @@ static const jvmtiCompiledMethodLoadInlineRecord *inline_record(const void *comp
 	return NULL;
 }
 
+/* An instance of a method inlined into the compiled one, as it is built. */
+typedef struct {
+	const method_info *mi;
+	jint call_bci; /* where its caller calls it: with the callers', its identity */
+	int level;     /* 1: inlined straight into the compiled method */
+	uint32_t id, parent;
+	uint64_t start, end;
+	jd_debug_entry *lines;
+	size_t n_lines, cap;
+} instance;
+
+/* What a compiled method's PC records give: its own line table (DEBUG_INFO)
+ * and the tree of the methods inlined into it (JITPROF_INLINE records). */
+typedef struct {
+	jd_debug_entry *lines;
+	size_t n_lines;
+	instance *inl;
+	size_t n_inl, cap_inl;
+	int failed; /* out of memory: what was built is dropped */
+} method_lines;
+
+static void method_lines_free(method_lines *ml)
+{
+	free(ml->lines);
+	for (size_t i = 0; i < ml->n_inl; i++)
+		free(ml->inl[i].lines);
+	free(ml->inl);
+}
+
+/* Appends (addr, line) to a table unless the line goes on as it was. */
+static int add_line(jd_debug_entry **lines, size_t *n, size_t *cap, uint64_t addr, uint32_t line, const char *file)
+{
+	if (*n > 0 && (*lines)[*n - 1].line == line)
+		return 0;
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 4;
+		jd_debug_entry *l = realloc(*lines, c * sizeof *l);
+		if (!l)
+			return -1;
+		*lines = l;
+		*cap = c;
+	}
+	(*lines)[(*n)++] = (jd_debug_entry){.addr = addr, .line = line, .file = file};
+	return 0;
+}
+
 /*
- * Builds the line table of a compiled method from its PC records.
+ * The JVM gives no PC records for code without safepoints, nor for many
+ * methods GenerateEvents replays to an agent attached late (HotSpot 17 and
+ * 25 pass numpcs 0 for them). Such code still belongs to its method: one
+ * entry, the method's first line, lets reports name its file and line
+ * rather than nothing.
+ */
+static void method_line(const method_info *root, uint64_t start, method_lines *ml)
+{
+	if (!root || root->n_lines <= 0 || !root->file || !(ml->lines = malloc(sizeof *ml->lines)))
+		return;
+	ml->lines[0] = (jd_debug_entry){.addr = start, .line = (uint32_t)line_of(root, -1), .file = root->file};
+	ml->n_lines = 1;
+}
+
+/*
+ * Builds a compiled method's lines from its PC records.
  *
  * A PC record's pc is where execution resumes after the call or safepoint
  * poll it describes (HotSpot records the offset after the instruction), so
  * the code that leads up to it, from the previous record's pc, belongs to
- * its bytecode: each entry starts at the previous pc. perf's agent starts
+ * its bytecode: each range starts at the previous pc. perf's agent starts
  * the entry at the pc itself and so gives the code before a call the line
  * of the call before. Samples on return addresses stay right because
  * reports look up a caller's address minus one.
  *
- * Each PC lists its frames innermost first; the entry takes the innermost
- * frame with a line table, as DWARF line tables and perf do: the line whose
- * code runs, which may be in an inlined callee's file.
- *
- * Returns the number of entries in *out (malloc'd), 0 if none.
+ * Each PC lists its frames innermost first, the compiled method last. The
+ * method's own line table takes the last frame's line: where it calls the
+ * outermost inlined method, as DWARF's call_line does, so that folding the
+ * inlined frames back leaves the method's own line. Each inlined frame is
+ * an instance (same method, called from the same bytecode by the same
+ * chain of callers) over a run of consecutive ranges, with its own lines:
+ * every instance but the innermost names the line of its call below. C2
+ * interleaves the code of inlined methods, so one inlined call may take
+ * several instances, one per run.
  */
-static size_t method_line(const method_info *root, uint64_t start, jd_debug_entry **out);
-
-static size_t line_table(jvmtiEnv *jvmti, method_cache *cache, const method_info *root, uint64_t start,
-			 uint64_t size, const void *compile_info, jd_debug_entry **out)
+static void build_lines(jvmtiEnv *jvmti, method_cache *cache, const method_info *root, uint64_t start,
+			uint64_t size, const void *compile_info, method_lines *ml)
 {
-	*out = NULL;
+	*ml = (method_lines){0};
 	const jvmtiCompiledMethodLoadInlineRecord *rec = inline_record(compile_info);
-	if (!rec || rec->numpcs <= 0 || !rec->pcinfo)
-		return method_line(root, start, out);
+	if (!rec || rec->numpcs <= 0 || !rec->pcinfo) {
+		method_line(root, start, ml);
+		return;
+	}
 	if (rec->numpcs > MAX_PCS) {
 		jd_disable(dump, "the JVM's compile info has an absurd number of PC records");
-		return 0;
+		return;
 	}
 	size_t n = (size_t)rec->numpcs;
 	pc_ref *pcs = malloc(n * sizeof *pcs);
-	jd_debug_entry *e = malloc(n * sizeof *e);
-	if (!pcs || !e) {
-		free(pcs);
-		free(e);
-		return 0;
+	if (!pcs) {
+		ml->failed = 1;
+		return;
 	}
 	size_t npc = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -283,54 +370,125 @@ static size_t line_table(jvmtiEnv *jvmti, method_cache *cache, const method_info
 	}
 	qsort(pcs, npc, sizeof *pcs, by_pc);
 
-	size_t ne = 0;
+	size_t cap_lines = 0;
+	size_t open[MAX_INLINE_DEPTH + 1]; /* open[d]: the instance at level d, an index into ml->inl */
+	int depth = 0;
+	uint32_t next_id = ROOT_ID + 1;
 	uint64_t from = start;
-	for (size_t i = 0; i < npc; i++) {
+	for (size_t i = 0; i < npc && !ml->failed; i++) {
 		const PCStackInfo *p = pcs[i].info;
-		if (p->numstackframes <= 0 || p->numstackframes > MAX_FRAMES || !p->methods || !p->bcis)
+		uint64_t pc = (uintptr_t)pcs[i].pc;
+		if (pc == from || p->numstackframes <= 0 || p->numstackframes > MAX_FRAMES || !p->methods || !p->bcis)
 			continue;
-		const method_info *mi = NULL;
-		jint bci = 0;
-		for (jint f = 0; f < p->numstackframes && !mi; f++) {
-			if (!p->methods[f])
-				continue;
-			const method_info *m = lookup(jvmti, cache, p->methods[f]);
-			if (m && m->n_lines > 0 && m->file) {
-				mi = m;
-				bci = p->bcis[f];
+		jint nf = p->numstackframes;
+		const method_info *m[MAX_INLINE_DEPTH + 1];
+		int levels = 0; /* inlined levels kept: the deepest are folded into their caller */
+		int ok = 1;
+		for (jint f = nf - 1; f >= 0 && levels <= MAX_INLINE_DEPTH; f--, levels++)
+			if (!p->methods[f] || !(m[levels] = lookup(jvmti, cache, p->methods[f])))
+				ok = 0;
+		if (!ok)
+			continue;
+		levels--;
+		if (m[0]->n_lines > 0 && m[0]->file &&
+		    add_line(&ml->lines, &ml->n_lines, &cap_lines, from, (uint32_t)line_of(m[0], p->bcis[nf - 1]), m[0]->file) != 0)
+			ml->failed = 1;
+		/* Level d is frame nf-1-d; its caller's bci at frame nf-d is where it was called. */
+		int same = 0;
+		while (same < depth && same < levels && ml->inl[open[same + 1]].mi == m[same + 1] &&
+		       ml->inl[open[same + 1]].call_bci == p->bcis[nf - 1 - same])
+			same++;
+		for (int d = same + 1; d <= depth; d++)
+			ml->inl[open[d]].end = from;
+		depth = same;
+		for (int d = 1; d <= levels && !ml->failed; d++) {
+			if (d > depth) {
+				if (ml->n_inl == ml->cap_inl) {
+					size_t c = ml->cap_inl ? ml->cap_inl * 2 : 16;
+					instance *in = realloc(ml->inl, c * sizeof *in);
+					if (!in) {
+						ml->failed = 1;
+						break;
+					}
+					ml->inl = in;
+					ml->cap_inl = c;
+				}
+				open[d] = ml->n_inl++;
+				ml->inl[open[d]] = (instance){.mi = m[d], .call_bci = p->bcis[nf - d], .level = d,
+							      .id = next_id++, .parent = d == 1 ? ROOT_ID : ml->inl[open[d - 1]].id,
+							      .start = from};
+				depth = d;
 			}
+			instance *in = &ml->inl[open[d]];
+			if (m[d]->n_lines > 0 &&
+			    add_line(&in->lines, &in->n_lines, &in->cap, from, (uint32_t)line_of(m[d], p->bcis[nf - 1 - d]), NULL) != 0)
+				ml->failed = 1;
 		}
-		if (!mi)
-			continue;
-		uint32_t line = (uint32_t)line_of(mi, bci);
-		if (ne > 0 && e[ne - 1].addr == from)
-			ne--; /* the previous range was empty */
-		if (ne == 0 || e[ne - 1].line != line || strcmp(e[ne - 1].file, mi->file) != 0)
-			e[ne++] = (jd_debug_entry){.addr = from, .line = line, .file = mi->file};
-		from = (uintptr_t)pcs[i].pc;
+		from = pc;
 	}
+	for (int d = 1; d <= depth; d++)
+		ml->inl[open[d]].end = from;
 	free(pcs);
-	if (ne == 0) {
-		free(e);
-		return 0;
+	if (ml->failed) {
+		method_lines_free(ml);
+		*ml = (method_lines){0};
 	}
-	*out = e;
-	return ne;
 }
 
 /*
- * The JVM gives no PC records for code without safepoints, nor for many
- * methods GenerateEvents replays to an agent attached late (HotSpot 17 and
- * 25 pass numpcs 0 for them). Such code still belongs to its method: one
- * entry, the method's first line, lets reports name its file and line
- * rather than nothing.
+ * The inline records of a method within its budget: the instances of the
+ * outermost levels, as many levels as fit. A deeper level is dropped whole,
+ * so its code counts to its caller, at the line of the call. C2 may inline
+ * 15 levels deep and interleave them over thousands of PC records; the
+ * budget keeps the dump within a small multiple of the code.
+ *
+ * Returns the records, their payloads in one allocation at (*out)[0].payload,
+ * and their count in *n; NULL when there are none.
  */
-static size_t method_line(const method_info *root, uint64_t start, jd_debug_entry **out)
+static jd_raw_record *inline_records(const method_lines *ml, uint64_t code_index, uint64_t code_size, size_t *n)
 {
-	if (!root || root->n_lines <= 0 || !root->file || !(*out = malloc(sizeof **out)))
-		return 0;
-	**out = (jd_debug_entry){.addr = start, .line = (uint32_t)line_of(root, -1), .file = root->file};
-	return 1;
+	*n = 0;
+	if (ml->n_inl == 0)
+		return NULL;
+	size_t by_level[MAX_INLINE_DEPTH + 1] = {0};
+	jd_inline *enc = malloc(ml->n_inl * sizeof *enc);
+	if (!enc)
+		return NULL;
+	for (size_t i = 0; i < ml->n_inl; i++) {
+		const instance *in = &ml->inl[i];
+		enc[i] = (jd_inline){.code_addr = in->start, .code_size = in->end - in->start, .method_id = in->id,
+				     .parent_id = in->parent, .root_id = ROOT_ID, .lines = in->lines, .n_lines = in->n_lines,
+				     .name = in->mi->name, .file = in->mi->file};
+		by_level[in->level] += JD_RECORD_HEADER + jd_inline_size(&enc[i]);
+	}
+	uint64_t budget = INLINE_BUDGET(code_size), total = 0;
+	int levels = 0;
+	while (levels < MAX_INLINE_DEPTH && by_level[levels + 1] && total + by_level[levels + 1] <= budget)
+		total += by_level[++levels];
+	if (levels < MAX_INLINE_DEPTH && by_level[levels + 1])
+		count(&n_cut, 1);
+	size_t keep = 0;
+	for (size_t i = 0; i < ml->n_inl; i++)
+		keep += ml->inl[i].level <= levels;
+	jd_raw_record *recs = keep ? malloc(keep * sizeof *recs) : NULL;
+	unsigned char *buf = keep ? malloc(total) : NULL;
+	if (!recs || !buf) {
+		free(recs);
+		free(buf);
+		free(enc);
+		return NULL;
+	}
+	unsigned char *p = buf;
+	for (size_t i = 0; i < ml->n_inl; i++) {
+		if (ml->inl[i].level > levels)
+			continue;
+		size_t size = jd_inline_size(&enc[i]);
+		jd_inline_encode(p, code_index, &enc[i]);
+		recs[(*n)++] = (jd_raw_record){.id = JD_INLINE_ID, .payload = p, .size = size};
+		p += size;
+	}
+	free(enc);
+	return recs;
 }
 
 static void JNICALL compiled_method_load(jvmtiEnv *jvmti, jmethodID method, jint code_size, const void *code_addr,
@@ -350,14 +508,25 @@ static void JNICALL compiled_method_load(jvmtiEnv *jvmti, jmethodID method, jint
 			.code_size = (uint64_t)code_size,
 			.code = code_addr,
 		};
-		jd_debug_entry *lines;
-		fn.n_lines = line_table(jvmti, &cache, mi, fn.code_addr, fn.code_size, compile_info, &lines);
-		fn.lines = lines;
+		method_lines ml;
+		build_lines(jvmti, &cache, mi, fn.code_addr, fn.code_size, compile_info, &ml);
+		fn.lines = ml.lines;
+		fn.n_lines = ml.n_lines;
+		jd_raw_record *extra = NULL;
+		if (ml.n_inl > 0 && (fn.code_index = jd_reserve_index(dump)) != 0)
+			extra = inline_records(&ml, fn.code_index, fn.code_size, &fn.n_extra);
+		fn.extra = extra;
 		if (jd_code_load(dump, &fn)) {
 			count(&n_methods, 1);
 			count(&n_lines, fn.n_lines);
+			count(&n_inlines, fn.n_extra);
+			for (size_t i = 0; i < fn.n_extra; i++)
+				count(&inline_bytes, JD_RECORD_HEADER + extra[i].size);
 		}
-		free(lines);
+		if (extra)
+			free((void *)extra[0].payload);
+		free(extra);
+		method_lines_free(&ml);
 	}
 	cache_free(jvmti, &cache);
 	count(&load_ns, now_ns() - begin);
@@ -396,9 +565,10 @@ static void finish(void)
 	if (!dump || __atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (verbose)
-		fprintf(stderr, TAG ": %lu compiled methods (%lu line entries, %lu ns in the agent), %lu stubs, %lu unloads written to %s\n",
+		fprintf(stderr, TAG ": %lu compiled methods (%lu line entries, %lu inline records of %lu bytes, %lu methods' inlining cut to the budget, %lu ns in the agent), %lu stubs, %lu unloads written to %s\n",
 			__atomic_load_n(&n_methods, __ATOMIC_RELAXED), __atomic_load_n(&n_lines, __ATOMIC_RELAXED),
-			__atomic_load_n(&load_ns, __ATOMIC_RELAXED),
+			__atomic_load_n(&n_inlines, __ATOMIC_RELAXED), __atomic_load_n(&inline_bytes, __ATOMIC_RELAXED),
+			__atomic_load_n(&n_cut, __ATOMIC_RELAXED), __atomic_load_n(&load_ns, __ATOMIC_RELAXED),
 			__atomic_load_n(&n_stubs, __ATOMIC_RELAXED), __atomic_load_n(&n_unloads, __ATOMIC_RELAXED),
 			jd_path(dump));
 	jd_close(dump);

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/agent"
+	"github.com/jitprof/jitprof/internal/record"
 	"github.com/spf13/cobra"
 )
 
@@ -18,6 +19,7 @@ func newAgentCmd() *cobra.Command {
 		pids  []uint
 		quiet bool
 		maxMB int64
+		fp    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "agent (--otlp HOST:PORT | --pprof-dir DIR) [flags]",
@@ -48,6 +50,9 @@ jitprof record's help lists the variables that do it.`,
 			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
 				return err
 			}
+			if fp {
+				o.CallGraph = record.FramePointers
+			}
 			o.PprofMaxBytes = maxMB << 20
 			stderr := cmd.ErrOrStderr()
 			o.Log = func(msg string) {
@@ -69,7 +74,7 @@ jitprof record's help lists the variables that do it.`,
 	f := cmd.Flags()
 	f.IntVarP(&o.Freq, "freq", "F", agent.DefaultFreq, "samples per second, per CPU (low, for always-on use)")
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
-	f.BoolVarP(&o.CallGraph, "call-graph", "g", true, "record call chains (frame pointers)")
+	f.BoolVarP(&fp, "frame-pointers", "g", true, "record call chains by frame pointers, as jitprof record -g (-g=false: the sampled address only)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
 	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
 	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")

@@ -29,8 +29,10 @@ Errors: a record too small for its fields, a name without NUL, DEBUG_INFO
 entries overflowing their record, a CODE_MOVE of a code index never loaded
 or with another size, a code index loaded twice, reserved header flags,
 corruption that stops reading.
-Warnings: timestamps going backwards, line entries outside their function,
-a last record cut short, record ids the spec does not define, an unknown
+Warnings: timestamps going backwards, DEBUG_INFO entries outside their
+function's code or with a file name that is not text (node 20 writes such
+for some Sparkplug functions; every jitprof command drops them, and the
+summary counts them), a last record cut short, record ids the spec does not define, an unknown
 header version.
 
 Exit status: 0 when no file has errors (warnings allowed), 1 when one has,
@@ -62,6 +64,7 @@ type jsonFinding struct {
 	Severity string `json:"severity"`
 	Kind     string `json:"kind"`
 	Message  string `json:"message"`
+	Dropped  int    `json:"dropped,omitempty"` // DEBUG_INFO entries jitprof drops
 }
 
 // checkFile prints the findings for one file and returns its exit status.
@@ -81,7 +84,7 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 	}
 
 	shown := make(map[string]int)
-	errs, warns := 0, 0
+	errs, warns, dropped := 0, 0, 0
 	enc := json.NewEncoder(out)
 	for _, fd := range findings {
 		if fd.Severity == jitdump.Error {
@@ -89,8 +92,9 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 		} else {
 			warns++
 		}
+		dropped += fd.Dropped
 		if opts.json {
-			enc.Encode(jsonFinding{File: path, Offset: fd.Offset, Severity: fd.Severity.String(), Kind: fd.Kind, Message: fd.Msg})
+			enc.Encode(jsonFinding{File: path, Offset: fd.Offset, Severity: fd.Severity.String(), Kind: fd.Kind, Message: fd.Msg, Dropped: fd.Dropped})
 			continue
 		}
 		if shown[fd.Kind]++; opts.perKind == 0 || shown[fd.Kind] <= opts.perKind {
@@ -103,7 +107,11 @@ func checkFile(out *bufio.Writer, stderr io.Writer, path string, opts checkOptio
 				fmt.Fprintf(out, "%s: ... and %d more %s findings (--max 0 shows all)\n", path, n-opts.perKind, kind)
 			}
 		}
-		fmt.Fprintf(out, "%s: %s, %s\n", path, plural(errs, "error"), plural(warns, "warning"))
+		fmt.Fprintf(out, "%s: %s, %s", path, plural(errs, "error"), plural(warns, "warning"))
+		if dropped > 0 {
+			fmt.Fprintf(out, "; DEBUG_INFO entries dropped: %d", dropped)
+		}
+		fmt.Fprintln(out)
 	}
 	if errs > 0 {
 		return 1

@@ -17,6 +17,8 @@ func newRecordCmd() *cobra.Command {
 	var (
 		o        record.Options
 		event    string
+		fp       bool
+		graph    string
 		pids     []uint
 		noEnv    bool
 		quiet    bool
@@ -37,13 +39,20 @@ jitdump without any flag:
   PYTHON_PERF_JIT_SUPPORT  =  1 (CPython 3.13 and later)
   DOTNET_PerfMapEnabled    =  1
   JITDUMPDIR               =  the output's directory (LLVM, the agents)
-  JAVA_TOOL_OPTIONS        += -agentpath:<jitprof's JVMTI agent>
+  JAVA_TOOL_OPTIONS        += -agentpath:<jitprof's JVMTI agent>, and with
+                              -g or --call-graph -XX:+PreserveFramePointer
   INTEL_JIT_PROFILER64     =  <jitprof's JIT API collector> (PHP with
                               opcache.jit_debug=128, LLVM, wasmtime)
 
 The last two only where jitprof was built with its agents (make build).
 Values already set are extended (+=), never replaced. --no-runtime-env
 leaves the environment alone.
+
+Call chains: -g (--call-graph fp) has the kernel walk frame pointers.
+--call-graph dwarf[,SIZE] records each sample's user registers and SIZE
+bytes (default 8192) of its user stack, for unwinding afterwards by the
+code's unwind tables, as perf record --call-graph dwarf: code built without
+frame pointers is unwound too, at about 8.4 KB a sample.
 
 With -p, the processes' existing threads and mappings are read from /proc,
 jitdump markers included, so a runtime that was started with --perf-prof
@@ -53,6 +62,7 @@ Recording ends when the command exits, when the processes do, after
 --duration, or on Ctrl-C; the file is then written whole. When the disk
 fills, recording stops and the file keeps what reached the disk.`,
 		Example: `  jitprof record -g -- node app.js && jitprof report
+  jitprof record --call-graph dwarf -- ./app
   jitprof record -F 999 -g -p $(pgrep -n node) --duration 10s
   jitprof record -a --duration 5s -o system.data`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -71,6 +81,15 @@ fills, recording stops and the file keeps what reached the disk.`,
 			var err error
 			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
 				return err
+			}
+			// As in perf, -g is --call-graph fp, and --call-graph wins.
+			if fp {
+				o.CallGraph = record.FramePointers
+			}
+			if graph != "" {
+				if o.CallGraph, o.StackSize, err = record.ParseCallGraph(graph); err != nil {
+					return &exitError{code: 2, err: err}
+				}
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
@@ -111,14 +130,24 @@ fills, recording stops and the file keeps what reached the disk.`,
 			if !quiet {
 				lost := "none lost"
 				if res.Lost > 0 {
-					lost = fmt.Sprintf("the kernel lost %d", res.Lost)
+					lost = fmt.Sprintf("the kernel lost %d (larger ring buffers, -m, keep them)", res.Lost)
 				}
 				size := ""
 				if st, err := os.Stat(o.Output); err == nil {
-					size = fmt.Sprintf(" (%.1f MB)", float64(st.Size())/1e6)
+					size = fmt.Sprintf(" (%.1f MB", float64(st.Size())/1e6)
+					if o.CallGraph == record.DWARF && res.Samples > 0 {
+						size += fmt.Sprintf(", %.1f KB a sample", float64(st.Size())/1e3/float64(res.Samples))
+					}
+					size += ")"
 				}
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
+				if res.FullStacks > 0 {
+					// A full copy can hold every frame: the process's
+					// arguments and environment lie above main too.
+					fmt.Fprintf(stderr, "jitprof: %d of the samples filled their %d-byte stack copy: if the report finds stacks cut short, --call-graph dwarf,%d copies more\n",
+						res.FullStacks, res.StackSize, min(2*res.StackSize, record.MaxStackSize))
+				}
 				if len(gathered) > 0 {
 					fmt.Fprintf(stderr, "jitprof: with it in %s: %s\n", gatherDir, strings.Join(baseNames(gathered), ", "))
 				}
@@ -135,12 +164,13 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.SetInterspersed(false)
 	f.IntVarP(&o.Freq, "freq", "F", defaultF, "samples per second, per thread and CPU")
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample: cycles, instructions, cpu-clock, task-clock... with :u for user space only (default cycles where the hardware counts them, else cpu-clock)")
-	f.BoolVarP(&o.CallGraph, "call-graph", "g", false, "record call chains (frame pointers)")
+	f.BoolVarP(&fp, "frame-pointers", "g", false, "record call chains by frame pointers: --call-graph fp")
+	f.StringVar(&graph, "call-graph", "", "record call chains: `MODE` fp (frame pointers) or dwarf[,SIZE] (user registers and SIZE bytes of user stack a sample, default 8192, at most 65528, for unwinding by the code's unwind tables)")
 	f.StringVarP(&o.Output, "output", "o", "perf.data", "write to `FILE`; to DIR/perf.data when it names a directory (an existing one, or ending in /), and with a command, the dumps, perf maps and V8 logs its runtimes wrote are moved there too, so the directory travels")
 	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long, in seconds (1.5) or as 10s, 2m (a command still running is sent SIGTERM)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "record these running processes, all their threads")
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
-	f.IntVarP(&o.Pages, "mmap-pages", "m", 128, "each CPU's ring buffer, in `PAGES` (a power of two); more keeps bursts from being lost")
+	f.IntVarP(&o.Pages, "mmap-pages", "m", 0, "each CPU's ring buffer, in `PAGES` (a power of two; default 128, with --call-graph dwarf 512); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
 	return cmd

@@ -62,6 +62,8 @@ func TestRecordArgs(t *testing.T) {
 		{"bad modifier", []string{"record", "-o", out, "-e", "cpu-clock:k", "--", "true"}, 2, "only u"},
 		{"missing command", []string{"record", "-o", out, "--", "no-such-command-jitprof"}, 1, "executable file not found"},
 		{"ring not a power of two", []string{"record", "-o", out, "-m", "100", "--", "true"}, 1, "not a power of two"},
+		{"call graph mode", []string{"record", "-o", out, "--call-graph", "lbr", "--", "true"}, 2, `--call-graph "lbr": fp or dwarf[,SIZE]`},
+		{"stack size", []string{"record", "-o", out, "--call-graph", "dwarf,65536", "--", "true"}, 2, "between 1 and 65528 bytes"},
 		{"pid gone", []string{"record", "-o", out, "-p", "1073741824"}, 1, "no such process"},
 		{"command's status", []string{"record", "-q", "-o", out, "--", "sh", "-c", "exit 3"}, 3, "exited with status 3"},
 	} {
@@ -88,6 +90,50 @@ func TestRecordThenReport(t *testing.T) {
 	code, text := jitprof(t, "report", "-i", data, "-q", "-g")
 	if code != 0 || !strings.Contains(text, "JS:") {
 		t.Errorf("report (exit %d) has no JavaScript function:\n%.2000s", code, text)
+	}
+}
+
+// TestRecordCallGraph: -g records frame-pointer call chains, --call-graph
+// dwarf,SIZE user registers and SIZE bytes of stack, --call-graph winning
+// over -g as in perf; the summary gives a DWARF recording's bytes per
+// sample and, when the copies were full, how many.
+func TestRecordCallGraph(t *testing.T) {
+	const cmd = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"
+	all := perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+	for _, tc := range []struct {
+		args  []string
+		st    perfdata.SampleType
+		stack uint32
+		says  []string
+	}{
+		{args: []string{"-g"}, st: perfdata.SampleCallchain},
+		{args: []string{"--call-graph", "fp"}, st: perfdata.SampleCallchain},
+		{args: []string{"--call-graph", "dwarf"}, st: all, stack: 8192, says: []string{" KB a sample)"}},
+		{args: []string{"-g", "--call-graph", "dwarf,64"}, st: all, stack: 64,
+			says: []string{"of the samples filled their 64-byte stack copy", "--call-graph dwarf,128 copies more"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "perf.data")
+			args := slices.Concat([]string{"record", "-F", "999", "--no-runtime-env", "-o", data}, tc.args, []string{"--", "sh", "-c", cmd})
+			code, _, stderr := jitprofMsg(t, args...)
+			if code != 0 {
+				t.Fatalf("record: exit %d:\n%s", code, stderr)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("the summary does not say %q:\n%s", s, stderr)
+				}
+			}
+			f, err := perfdata.Open(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			a := f.Attrs()[0]
+			if a.SampleType&all != tc.st || a.SampleStackUser != tc.stack {
+				t.Errorf("sample_type %#x, stack %d; want %#x, %d", uint64(a.SampleType&all), a.SampleStackUser, uint64(tc.st), tc.stack)
+			}
+		})
 	}
 }
 

@@ -47,7 +47,7 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording, or an archive jitprof archive wrote")
 	f.StringArrayVar(&s.opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
-	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files not in /tmp (repeatable)")
+	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files, before /tmp (repeatable)")
 	f.StringVar(&s.opts.Event, "event", "", "the event to report, as perf evlist names it (default the first)")
 	f.UintSliceVar(&s.pids, "pid", nil, "only samples of these process ids")
 	f.UintSliceVar(&s.tids, "tid", nil, "only samples of these thread ids")
@@ -88,7 +88,14 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 			if res.Lost > 0 {
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}
+			if res.Unwound > 0 {
+				fmt.Fprintf(stderr, "; %d user stacks unwound", res.Unwound)
+			}
 			fmt.Fprintln(stderr)
+			if res.CutShort*100 >= res.Unwound && res.CutShort > 0 { // 1%
+				fmt.Fprintf(stderr, "jitprof: %d of the unwound stacks ran past the stack copy their sample holds: their outermost callers are missing "+
+					"(record with a larger copy: --call-graph dwarf,16384)\n", res.CutShort)
+			}
 			for _, st := range res.Stripped {
 				if st.Samples*20 >= res.Kept { // 5%: worth a package install
 					fmt.Fprintf(stderr, "jitprof: %.1f%% of the samples are in %s, a stripped file, so its functions show as [unknown]; "+
@@ -132,7 +139,7 @@ func newReportCmd() *cobra.Command {
 		httpAddr   string
 		sortKeys   []string
 		children   bool
-		callGraph  bool
+		callGraph  string
 		limit      float64
 		graph      float64
 		byPeriod   bool
@@ -152,7 +159,8 @@ whoever held it then. Native code is named from the ELF files' symbols
 (build-ids checked, debug files found as perf finds them), the kernel from
 /proc/kallsyms when the recording was made on the running kernel.
 
-Formats: text (perf report's top table; --children, -g call graphs), json
+Formats: text (perf report's top table; --children, -g call graphs, -g caller
+or callee for their order), json
 (the same, for scripts), pprof (profile.proto for go tool pprof), folded
 (one line per stack, for flamegraph.pl and speedscope), html (one
 self-contained page with an interactive flame graph), gmon (gmon.out and a
@@ -163,18 +171,30 @@ parts of the run on their own: by time, or as the program marked them.`,
 		Example: `  perf record -k mono -g -- node --perf-prof app.js
   jitprof report
   jitprof report --children -g --comm node
+  jitprof report -g caller
   jitprof report --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz
   jitprof report --format folded -o app.folded && flamegraph.pl app.folded > app.svg
   jitprof report --http localhost:8080
   jitprof report -g --format gmon -o prof && gprof -b prof/jitprof-symbols prof/gmon.out
   jitprof report --stage startup=,2 --stage steady=2,`,
-		Args: cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			// perf report -g caller: the order after a space, which pflag
+			// leaves as an argument of a flag whose value is optional.
+			if len(args) == 1 && callGraph == graphOnly {
+				callGraph = args[0]
+				return nil
+			}
+			return cobra.NoArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph, MinPercent: limit, GraphMinPercent: graph, CommRoot: true}
+			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph != "", MinPercent: limit, GraphMinPercent: graph, CommRoot: true}
 			if byPeriod {
 				opts.Value = 1
 			}
 			f, err := report.ParseFormat(format)
+			if err == nil && callGraph != "" && callGraph != graphOnly {
+				opts.Order, err = report.ParseCallOrder(callGraph)
+			}
 			switch {
 			case err != nil:
 			case children && noChildren:
@@ -243,12 +263,18 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f.BoolVar(&children, "children", false, "also count the samples below each entry (perf report --children)")
 	f.BoolVar(&noChildren, "no-children", false, "count each entry's own samples only: the default (perf report's flag)")
 	f.BoolVar(&stdio, "stdio", false, "the text report: the default (perf report's flag)")
-	f.BoolVarP(&callGraph, "call-graph", "g", false, "show each entry's call graph")
+	f.StringVarP(&callGraph, "call-graph", "g", "", "show each entry's call graph, its frames in `ORDER`, as perf report -g names it: callee (from the entry out to its callers) or caller (from the outermost callers in); -g alone (or -g graph): perf report's order without -g, callee, or caller with --children")
+	f.Lookup("call-graph").NoOptDefVal = graphOnly
 	f.Float64Var(&limit, "percent-limit", 0, "hide entries below this percentage of the samples")
 	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
+	f.BoolVar(&samples.opts.NoInline, "no-inline", false, "count the methods a JIT inlined (JITPROF_INLINE records) to the function that holds their code, as perf report --no-inline does")
 	return cmd
 }
+
+// graphOnly is --call-graph's value when given no order: perf report's -g
+// print type, which it also accepts.
+const graphOnly = "graph"
 
 // browserCanStart tells whether a browser started for --http could show
 // anything: not as root (Chromium refuses to run as root without

@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 func TestReportFormats(t *testing.T) {
@@ -69,18 +72,7 @@ func TestReportFormats(t *testing.T) {
 	}
 
 	pb := filepath.Join(dir, "out.pb.gz")
-	if code, _ := jitprof(t, "report", "-i", rec.PerfData, "-q", "--format", "pprof", "-o", pb); code != 0 {
-		t.Fatalf("pprof: exit %d", code)
-	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := reportPprof(t, rec.PerfData, pb)
 	for _, m := range p.Mapping {
 		if !m.HasFunctions || !m.HasLineNumbers {
 			t.Errorf("mapping %s lacks Has* flags: pprof would symbolize it again", m.File)
@@ -189,6 +181,25 @@ func TestReportWebUI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !found {
 		t.Errorf("flame graph page (%s): no jitted function in its %d bytes", resp.Status, len(page))
 	}
+}
+
+// reportPprof writes the pprof profile of the recording data to pb and
+// returns it as pprof reads it.
+func reportPprof(t *testing.T, data, pb string) *profile.Profile {
+	t.Helper()
+	if code, out := jitprof(t, "report", "-q", "-i", data, "--format", "pprof", "-o", pb); code != 0 {
+		t.Fatalf("report --format pprof: exit %d\n%s", code, out)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func buildJitprof(t testing.TB) string {
@@ -319,5 +330,348 @@ func TestAnnotateAgainstPerf(t *testing.T) {
 	}
 	if code, _ := jitprof(t, "annotate", "no_such_function", "-i", rec.PerfData, "-q"); code != 1 {
 		t.Errorf("an unknown function: exit %d, want 1", code)
+	}
+}
+
+// demoData is the recording of minijit the repository holds, with call
+// chains, beside its dump.
+const demoData = "../../testdata/demo/perf.data"
+
+// TestCallGraphOrderFlags: perf report's spellings of the call graph order
+// give the same reports; -g alone is the order of a report without
+// --call-graph's value; a chain of one branch reads the same both ways,
+// reversed; what is not an order is refused before the recording is read.
+func TestCallGraphOrderFlags(t *testing.T) {
+	report := func(args ...string) string {
+		t.Helper()
+		code, out := jitprof(t, append([]string{"report", "-q", "-i", demoData}, args...)...)
+		if code != 0 {
+			t.Fatalf("report %q: exit %d", args, code)
+		}
+		return out
+	}
+	for _, same := range [][][]string{
+		{{"-g", "caller"}, {"--call-graph=caller"}, {"-g=caller"}, {"--call-graph", "caller"}},
+		{{"-g"}, {"-g", "graph"}, {"-g", "callee"}, {"--call-graph"}},
+		{{"--children", "-g"}, {"--children", "-g", "caller"}},
+	} {
+		want := report(same[0]...)
+		for _, args := range same[1:] {
+			if got := report(args...); got != want {
+				t.Errorf("report %q differs from report %q:\n%s\n---\n%s", args, same[0], got, want)
+			}
+		}
+	}
+
+	// With no branch hidden, a graph of one chain is every stack of its entry.
+	callee, caller := perfGraphs(report("-g", "--graph-limit", "0")), perfGraphs(report("-g", "caller", "--graph-limit", "0"))
+	chains := 0
+	for entry, g := range callee {
+		if len(g) < 3 || strings.TrimSpace(g[0]) != "|" || strings.Contains(strings.Join(g, "\n"), "%--") {
+			continue // a graph with branches
+		}
+		chain := func(g []string) []string {
+			var c []string
+			for _, l := range g[1:] {
+				c = append(c, strings.TrimPrefix(strings.TrimSpace(l), "---"))
+			}
+			return c
+		}
+		want := chain(g)
+		slices.Reverse(want)
+		if got := chain(caller[entry]); !slices.Equal(got, want) {
+			t.Errorf("%s: caller order %q, want the callee order reversed, %q", entry, got, want)
+		}
+		chains++
+	}
+	t.Logf("%d entries with a graph of one chain", chains)
+	if chains == 0 {
+		t.Error("no entry has a call graph of one chain")
+	}
+
+	for _, args := range [][]string{{"-g", "callers"}, {"--call-graph=graph,0.5,caller"}, {"caller"}, {"-g", "caller", "extra"}} {
+		if code, _ := jitprof(t, append([]string{"report", "-q", "-i", "/nonexistent"}, args...)...); code != 2 {
+			t.Errorf("report %q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// perfEntry is a line of perf report --stdio that starts an entry: its
+// percentages, samples and keys, the symbol after "[.] " or "[k] ".
+var perfEntry = regexp.MustCompile(`^\s+[\d.]+%\s+(?:[\d.]+%\s+)?\d+\s+(.*\[[.k]\] .*)$`)
+
+// perfGraphs splits a report that perf report --stdio -n or jitprof report
+// printed into the call graph lines of each entry, ends of lines trimmed,
+// by the entry's keys (spaces between them made one). An entry that
+// appears twice, as perf lists a function loaded twice, is left out.
+func perfGraphs(text string) map[string][]string {
+	graphs := make(map[string][]string)
+	twice := make(map[string]bool)
+	key := ""
+	for l := range strings.Lines(text) {
+		l = strings.TrimRight(l, " \n")
+		switch m := perfEntry.FindStringSubmatch(l); {
+		case strings.HasPrefix(l, "#"):
+		case m != nil:
+			key = strings.Join(strings.Fields(m[1]), " ")
+			if _, ok := graphs[key]; ok {
+				twice[key] = true
+			}
+			graphs[key] = []string{}
+		case l == "":
+			key = ""
+		case key != "":
+			graphs[key] = append(graphs[key], l)
+		}
+	}
+	for k := range twice {
+		delete(graphs, k)
+	}
+	return graphs
+}
+
+// TestCallGraphOrderAgainstPerf: on a recording of LLVM's JIT with call
+// chains, after jitprof inject, every entry whose callee-ordered graph
+// jitprof prints as perf report does (no unresolved frame, which perf
+// lists by address and jitprof by module) has its caller-ordered graph
+// printed as perf report -g caller prints it, line for line.
+func TestCallGraphOrderAgainstPerf(t *testing.T) {
+	rec := fixtures.Record(t, fixtures.LLVM, "-g")
+	injected := filepath.Join(t.TempDir(), "perf.jit.data")
+	if code, out := jitprof(t, "inject", "-q", "-i", rec.PerfData, "-o", injected); code != 0 {
+		t.Fatalf("inject: exit %d\n%s", code, out)
+	}
+	// perf's default sort: with --sort sym alone, perf 6.1's caller order
+	// leaves out each chain's outermost frame.
+	// perf names the module of jitted code after inject's image,
+	// jitprof-PID.so, where jitprof names the dump.
+	image := regexp.MustCompile(`jitprof-(\d+)\.so`)
+	perfGraph := func(order string) map[string][]string {
+		out := fixtures.Perf(t, "report", "-i", injected, "--stdio", "--no-children", "-n", "-g", order)
+		return perfGraphs(image.ReplaceAllString(string(out), "jit-$1.dump"))
+	}
+	ours := func(order string) map[string][]string {
+		code, out := jitprof(t, "report", "-q", "-i", rec.PerfData, "-g", order)
+		if code != 0 {
+			t.Fatalf("report -g %s: exit %d", order, code)
+		}
+		return perfGraphs(out)
+	}
+	perfCallee, perfCaller := perfGraph("callee"), perfGraph("caller")
+	ourCallee, ourCaller := ours("callee"), ours("caller")
+	compared, jitted := 0, false
+	for entry, g := range ourCallee {
+		text := strings.Join(slices.Concat(g, ourCaller[entry]), "\n")
+		if len(g) == 0 || strings.Contains(text, unknownFrame) || !slices.Equal(graphPaths(g), graphPaths(perfCallee[entry])) {
+			if strings.HasSuffix(entry, ".dump [.] fib") {
+				t.Logf("%s, -g callee:\njitprof\n%s\nperf\n%s", entry, strings.Join(g, "\n"), strings.Join(perfCallee[entry], "\n"))
+			}
+			continue
+		}
+		got, want := ourCaller[entry], perfCaller[entry]
+		if !slices.Equal(frameNames(got, g), frameNames(want, perfCallee[entry])) {
+			// A frame the two name differently (ld.so's entry is _start to
+			// jitprof, _dl_start_user to perf) that the callee order hid
+			// below the limit.
+			continue
+		}
+		compared++
+		jitted = jitted || strings.HasSuffix(entry, ".dump [.] fib")
+		if !slices.Equal(graphPaths(got), graphPaths(want)) {
+			t.Errorf("%s, -g caller:\njitprof\n%s\nperf\n%s", entry, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	t.Logf("%d entries compared of %d with call graphs", compared, len(ourCallee))
+	if compared < 3 || !jitted {
+		t.Errorf("%d entries compared, jitted fib among them: %v; want 3 or more, fib included", compared, jitted)
+	}
+}
+
+// graphPaths returns a call graph as perf report --stdio draws it as the
+// path from its top of each frame, with the percentage of the branch it is
+// in, sorted: graphs that differ only in the order of branches of equal
+// value (perf and jitprof break such ties differently) give the same.
+func graphPaths(graph []string) []string {
+	type node struct {
+		col   int // where its names start
+		path  string
+		value string
+	}
+	var stack []node
+	var paths []string
+	for _, l := range graph {
+		col := len(l) - len(strings.TrimLeft(l, " |"))
+		text := l[col:]
+		switch {
+		case text == "":
+			continue
+		case strings.HasPrefix(text, "---"): // the trunk
+			col += len("---")
+			stack = []node{{col: col, value: "trunk"}}
+			text = text[len("---"):]
+		case strings.HasPrefix(text, "--"): // a branch, drawn from its parent's column
+			value, name, _ := strings.Cut(text[len("--"):], "--")
+			for len(stack) > 0 && stack[len(stack)-1].col >= col {
+				stack = stack[:len(stack)-1]
+			}
+			parent := ""
+			if len(stack) > 0 {
+				parent = stack[len(stack)-1].path
+			}
+			col += len("--" + value + "--")
+			stack = append(stack, node{col: col, path: parent, value: value})
+			text = name
+		default: // the next frame of the node whose names start here
+			for len(stack) > 0 && stack[len(stack)-1].col > col {
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) == 0 {
+			return append(paths, "unparsed: "+l)
+		}
+		top := &stack[len(stack)-1]
+		top.path += ";" + text
+		paths = append(paths, top.value+" "+top.path)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// frameNames returns the names of the frames in the lines of call graphs,
+// sorted, without repeats.
+func frameNames(graphs ...[]string) []string {
+	var names []string
+	for _, l := range slices.Concat(graphs...) {
+		l = strings.TrimLeft(l, " |-")
+		if _, name, ok := strings.Cut(l, "%--"); ok {
+			l = name
+		}
+		if l != "" {
+			names = append(names, l)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// unknownFrame is how jitprof names an unresolved frame in a call graph.
+const unknownFrame = "[unknown]"
+
+// TestPprofNamesAgainstV8: jitprof record on node, then jitprof report
+// --format pprof: each named JavaScript function carries the name, script
+// and line V8's own profiler (node --cpu-prof, run at the same time) gives
+// it, a location's column is V8's where the dump has no line, go tool pprof
+// -top and -traces show the whole names, and the program pprof names is
+// node.
+func TestPprofNamesAgainstV8(t *testing.T) {
+	workload := fixtures.Workload(t, "jsnames/main.js")
+	dir := t.TempDir()
+	t.Chdir(dir) // node writes its dump in the working directory
+	data := filepath.Join(dir, "perf.data")
+	if code, _, stderr := jitprofMsg(t, "record", "-q", "-g", "-F", "4000", "-o", data, "--", "node", "--cpu-prof", "--cpu-prof-dir", dir, workload); code != 0 {
+		t.Fatalf("record: exit %d:\n%s", code, stderr)
+	}
+	pb := filepath.Join(dir, "profile.pb.gz")
+	p := reportPprof(t, data, pb)
+
+	// V8's functions, in perf's 1-based lines and columns.
+	type place struct {
+		name, file   string
+		line, column int64
+	}
+	cpuprofiles, _ := filepath.Glob(filepath.Join(dir, "*.cpuprofile"))
+	if len(cpuprofiles) != 1 {
+		t.Fatalf("node --cpu-prof wrote %q", cpuprofiles)
+	}
+	raw, err := os.ReadFile(cpuprofiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpuprofile struct {
+		Nodes []struct {
+			CallFrame struct {
+				FunctionName string `json:"functionName"`
+				URL          string `json:"url"`
+				LineNumber   int64  `json:"lineNumber"`
+				ColumnNumber int64  `json:"columnNumber"`
+			} `json:"callFrame"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &cpuprofile); err != nil {
+		t.Fatal(err)
+	}
+	v8 := map[place]bool{}
+	v8Start := map[[3]string]int64{} // V8's column, by name, script and line
+	for _, n := range cpuprofile.Nodes {
+		cf := n.CallFrame
+		pl := place{cf.FunctionName, strings.TrimPrefix(cf.URL, "file://"), cf.LineNumber + 1, cf.ColumnNumber + 1}
+		v8[place{pl.name, pl.file, pl.line, 0}] = true
+		v8Start[[3]string{pl.name, pl.file, strconv.FormatInt(pl.line, 10)}] = pl.column
+	}
+
+	tier := regexp.MustCompile(`^JS:[~^+*]`)
+	self := map[*profile.Function]int64{}
+	for _, s := range p.Sample {
+		if l := s.Location[0].Line; len(l) > 0 {
+			self[l[len(l)-1].Function] += s.Value[0]
+		}
+	}
+	workloadFns := map[string]bool{}
+	for _, loc := range p.Location {
+		for _, ln := range loc.Line {
+			fn := ln.Function
+			// An inlined function V8's positions gave is one of its own
+			// functions too, named as such with a suffix.
+			name := tier.ReplaceAllString(strings.TrimSuffix(fn.Name, perfprof.InferredSuffix), "")
+			if fn.Name == fn.SystemName || name == fn.Name || !strings.Contains(fn.Filename, "jsnames") {
+				continue // not a named function of the workload
+			}
+			if !v8[place{name, fn.Filename, fn.StartLine, 0}] {
+				t.Errorf("%q (%s:%d) is not a function of V8's profile", fn.Name, fn.Filename, fn.StartLine)
+			}
+			if want := v8Start[[3]string{name, fn.Filename, strconv.FormatInt(fn.StartLine, 10)}]; ln.Column != 0 && ln.Column != want {
+				t.Errorf("%q at %#x: column %d, V8's %d", fn.Name, loc.Address, ln.Column, want)
+			}
+			if self[fn] > 0 {
+				workloadFns[name] = true
+			}
+		}
+	}
+	t.Logf("the workload's named functions with samples: %v", slices.Sorted(maps.Keys(workloadFns)))
+	if len(workloadFns) < 3 {
+		t.Errorf("%d of the workload's named functions have samples, want 3 or more", len(workloadFns))
+	}
+
+	top, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+	}
+	traces, err := exec.Command("go", "tool", "pprof", "-traces", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -traces: %v\n%s", err, traces)
+	}
+	if !strings.HasPrefix(string(top), "File: node\n") {
+		t.Errorf("go tool pprof -top names the program %.40q, want node", top)
+	}
+	lines, err := exec.Command("go", "tool", "pprof", "-top", "-lines", pb).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top -lines: %v\n%s", err, lines)
+	}
+	inTop := 0
+	for name := range workloadFns {
+		frame := regexp.MustCompile(`(?m)\sJS:[~^+*]` + regexp.QuoteMeta(name) + `(` + regexp.QuoteMeta(perfprof.InferredSuffix) + `)?$`)
+		if frame.Match(top) {
+			inTop++
+		}
+		if !frame.Match(traces) {
+			t.Errorf("go tool pprof -traces has no frame JS:%s", name)
+		}
+	}
+	// -top lists what is above 0.5% of the samples.
+	if inTop < 2 {
+		t.Errorf("go tool pprof -top lists %d of %v by their names:\n%s", inTop, slices.Sorted(maps.Keys(workloadFns)), top)
+	}
+	if !regexp.MustCompile(`\sJS:[~^+*]check /\S+/ts\.lib/_tsc\.js:\d+\n`).Match(lines) {
+		t.Errorf("go tool pprof -top -lines has no line of JS:check in _tsc.js:\n%s", lines)
 	}
 }

@@ -171,14 +171,20 @@ func main() {
 	// CPU time rather than wall time, so that a busy machine stretches the
 	// run instead of thinning the samples a profiler gets.
 	duration := flag.Duration("duration", time.Second, "CPU time to run the schedule for")
+	framePointers := flag.Bool("frame-pointers", true, "build a frame in each function; false (amd64 only) leaves only the unwinding tables to find callers by")
 	flag.Parse()
-	if err := run(*dir, *duration); err != nil {
+	frame := jit.Frame(*framePointers)
+	if frame == jit.Frameless && runtime.GOARCH != "amd64" {
+		fmt.Fprintln(os.Stderr, "minijit: -frame-pointers=false is for amd64 only: on arm64 the frame also saves the return address the driver's calls overwrite")
+		os.Exit(2)
+	}
+	if err := run(*dir, *duration, frame); err != nil {
 		fmt.Fprintln(os.Stderr, "minijit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, duration time.Duration) error {
+func run(dir string, duration time.Duration, frame jit.Frame) error {
 	// Thread CPU time only measures the goroutine's work if it stays on
 	// one thread.
 	runtime.LockOSThread()
@@ -195,19 +201,19 @@ func run(dir string, duration time.Duration) error {
 	rt := &runtimeState{w: w, region: region}
 	rep := &Report{Dump: w.Path(), Functions: map[string]*Work{}}
 
-	a, err := rt.load(jit.LoopA.Name, jit.LoopA.Compile(), 0*slot)
+	a, err := rt.load(jit.LoopA.Name, jit.LoopA.Compile(frame), 0*slot)
 	if err != nil {
 		return err
 	}
-	b, err := rt.load(jit.LoopB.Name, jit.LoopB.Compile(), 1*slot)
+	b, err := rt.load(jit.LoopB.Name, jit.LoopB.Compile(frame), 1*slot)
 	if err != nil {
 		return err
 	}
-	c, err := rt.load(jit.LoopC.Name, jit.LoopC.Compile(), 2*slot)
+	c, err := rt.load(jit.LoopC.Name, jit.LoopC.Compile(frame), 2*slot)
 	if err != nil {
 		return err
 	}
-	driver, err := rt.load(jit.DriverName, jit.CompileDriver(), 4*slot)
+	driver, err := rt.load(jit.DriverName, jit.CompileDriver(frame), 4*slot)
 	if err != nil {
 		return err
 	}
@@ -238,7 +244,7 @@ func run(dir string, duration time.Duration) error {
 		return err
 	}
 
-	d, err := rt.load(jit.LoopD.Name, jit.LoopD.Compile(), 1*slot)
+	d, err := rt.load(jit.LoopD.Name, jit.LoopD.Compile(frame), 1*slot)
 	if err != nil {
 		return err
 	}
@@ -249,7 +255,7 @@ func run(dir string, duration time.Duration) error {
 	if err := region.Free(1*slot, slot); err != nil {
 		return err
 	}
-	e, err := rt.load(jit.LoopE.Name, jit.LoopE.Compile(), 1*slot)
+	e, err := rt.load(jit.LoopE.Name, jit.LoopE.Compile(frame), 1*slot)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ const DefaultFreq = 49
 type Options struct {
 	Freq      int
 	Event     *record.Event
-	CallGraph bool
+	CallGraph record.CallGraph
 	Pids      []int // none: every process
 	// Cgroup keeps, of every process sampled, those in this cgroup or
 	// below it (a path as /proc/PID/cgroup gives it, in any hierarchy).

@@ -18,6 +18,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -74,10 +75,11 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 		if len(loc.Line) == 0 {
 			continue
 		}
-		fn := loc.Line[0].Function
-		if fn.Name != symbol && fn.SystemName != symbol {
-			if strings.Contains(fn.Name, symbol) && !slices.Contains(near, fn.Name) {
-				near = append(near, fn.Name)
+		fn := loc.Line[len(loc.Line)-1].Function // the function that holds the code, not a method inlined into it
+		name := perfprof.PerfName(fn)
+		if name != symbol && fn.SystemName != symbol {
+			if strings.Contains(name, symbol) && !slices.Contains(near, name) {
+				near = append(near, name)
 			}
 			continue
 		}
@@ -91,7 +93,7 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 		k := key{loc.Mapping, f.Start, f.Name}
 		in := byKey[k]
 		if in == nil {
-			in = &instance{fn: f, name: fn.Name, module: loc.Mapping.File, at: make(map[uint64]int64)}
+			in = &instance{fn: f, name: name, module: loc.Mapping.File, at: make(map[uint64]int64)}
 			byKey[k] = in
 		}
 		in.samples += s.Value[0]

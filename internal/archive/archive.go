@@ -24,6 +24,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
@@ -80,6 +81,9 @@ func Write(out, input string, opts symbolize.Options) ([]string, error) {
 			add(entry{name: vdsoName, make: elfsym.VDSOImage})
 		case perfprof.IsPerfMap(m.File):
 			add(entry{name: filepath.Base(m.File), from: m.File})
+			if times := m.File + jitsources.TimesSuffix; regular(times) {
+				add(entry{name: filepath.Base(times), from: times})
+			}
 		case filepath.IsAbs(m.File) && regular(m.File):
 			add(entry{name: filepath.Join(filesDir, m.File), from: m.File})
 		}

@@ -24,6 +24,7 @@ type Code struct {
 	Inlines []*jitdump.InlineInfo
 
 	file *jitdump.File // the dump, for Lines
+	v8   *v8Index      // the dump's JavaScript functions, for InlineChain
 }
 
 // Event places a function at an address from a time on: its load, or a move.
@@ -64,6 +65,7 @@ func Read(path string) (*Dump, error) {
 	}
 	d := &Dump{Path: path, Header: f.Header(), file: f}
 	byIndex := make(map[uint64]*Code)
+	v8 := &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
 	var debug *jitdump.DebugInfo
 	var unwind *jitdump.UnwindingInfo
 	for {
@@ -84,7 +86,7 @@ func Read(path string) (*Dump, error) {
 			// A name is looked at for every sample in the function; kept
 			// in the mapping it would bring a page of code back per name.
 			r.Name = strings.Clone(r.Name)
-			fn := &Code{CodeLoad: r, Debug: debug, Unwind: unwind, file: f}
+			fn := &Code{CodeLoad: r, Debug: debug, Unwind: unwind, file: f, v8: v8}
 			debug, unwind = nil, nil
 			d.Functions = append(d.Functions, fn)
 			byIndex[r.CodeIndex] = fn

@@ -5,6 +5,10 @@ type InlineFrame struct {
 	Name string
 	File string // "" when the runtime gave none
 	Line uint32 // 0 when the instance's line table does not cover the address
+	// Inferred is set when the runtime wrote no inline record for the
+	// frame and jitprof worked it out from source positions (V8: see
+	// v8.go); such a frame can be wrong where its function's extent is.
+	Inferred bool
 }
 
 // InlineChain returns the method instances inlined at addr in fn's code,
@@ -17,9 +21,13 @@ type InlineFrame struct {
 // addr is at fn's load address (CodeAddr), as for Lines, whatever moves
 // followed. Without inline records for addr the chain is empty (nil), at no
 // cost beyond a scan of fn.Inlines.
+//
+// V8 writes no inline records: for its optimized code the chain is the
+// function whose source holds the position DEBUG_INFO gives addr, when that
+// is not fn, as one Inferred frame (see v8.go).
 func (fn *Code) InlineChain(addr uint64) []InlineFrame {
 	if len(fn.Inlines) == 0 {
-		return nil
+		return fn.v8Chain(addr)
 	}
 	var chain []InlineFrame
 	// The tree is walked by parent ids from the function's own id; siblings

@@ -53,14 +53,14 @@ func TestInlineChain(t *testing.T) {
 		want []InlineFrame
 	}{
 		{a, 0x1000, nil},
-		{a, 0x1010, []InlineFrame{{"b", "b.src", 20}}},
-		{a, 0x101f, []InlineFrame{{"b", "b.src", 20}}},
-		{a, 0x1020, []InlineFrame{{"b", "b.src", 22}, {"c", "c.src", 30}}},
-		{a, 0x102f, []InlineFrame{{"b", "b.src", 22}, {"c", "c.src", 31}}},
-		{a, 0x1030, []InlineFrame{{"b", "b.src", 22}}},
-		{a, 0x1040, []InlineFrame{{"d", "", 0}}},
+		{a, 0x1010, []InlineFrame{{Name: "b", File: "b.src", Line: 20}}},
+		{a, 0x101f, []InlineFrame{{Name: "b", File: "b.src", Line: 20}}},
+		{a, 0x1020, []InlineFrame{{Name: "b", File: "b.src", Line: 22}, {Name: "c", File: "c.src", Line: 30}}},
+		{a, 0x102f, []InlineFrame{{Name: "b", File: "b.src", Line: 22}, {Name: "c", File: "c.src", Line: 31}}},
+		{a, 0x1030, []InlineFrame{{Name: "b", File: "b.src", Line: 22}}},
+		{a, 0x1040, []InlineFrame{{Name: "d", File: "", Line: 0}}},
 		{a, 0x1060, nil},
-		{e, 0x2000, []InlineFrame{{"x", "", 0}, {"y", "", 0}}}, // cut at the number of records
+		{e, 0x2000, []InlineFrame{{Name: "x", File: "", Line: 0}, {Name: "y", File: "", Line: 0}}}, // cut at the number of records
 	}
 	for _, tt := range tests {
 		if got := tt.fn.InlineChain(tt.addr); !reflect.DeepEqual(got, tt.want) {

@@ -2,6 +2,7 @@ package elfsym
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -76,6 +77,16 @@ func (f *elfFile) close() {
 		f.file.Close()
 	}
 }
+
+// DebugFiles lists where perf looks for a separate debug file of the ELF
+// file f, whose path was path, in perf's order; other packages (unwind, for
+// .debug_frame) look where elfsym does.
+func DebugFiles(path string, f *elf.File) []string {
+	return debugFiles(&elfFile{File: f, path: path, buildID: readBuildID(f)})
+}
+
+// BuildID returns the GNU build-id of f, or nil.
+func BuildID(f *elf.File) []byte { return readBuildID(f) }
 
 // debugFiles lists where perf looks for a debug file of f, in its order
 // (binary_type_symtab in symbol.c, file names from

@@ -235,7 +235,7 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Cod
 	for i, fn := range fns {
 		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind}
 		if fn.Debug != nil {
-			efs[i].Lines = fn.Debug.Entries()
+			efs[i].Lines = fn.Entries() // the entries that can be right
 		}
 	}
 	data, layout, err := jitelf.Append(buf, op, efs)

@@ -26,7 +26,6 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
-	"github.com/jitprof/jitprof/perfmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -182,22 +181,57 @@ func Mapping(rec perfdata.Record) MappingInfo {
 	return MappingInfo{}
 }
 
-// Load reads the dumps the markers point to, a few at a time, each found at
-// the path the recording saw or by its name in dirs. A dump that cannot be
+// Load reads the dumps the markers point to, a few at a time, each found
+// where the marker's process saw it (see locate). A dump that cannot be
 // found or read, and the problems of those read, go to warn, one call at a
-// time, in the order of the paths; such a dump's functions stay unnamed.
+// time, in the order of the paths the recording saw; such a dump's
+// functions stay unnamed.
 func (rec *Recording) Load(dirs []string, warn func(error)) {
-	byPath := make(map[string][]Marker)
+	// Markers are grouped by the file they lead to: processes in two
+	// containers can both have mapped a /tmp/jit-1.dump of their own.
+	byFile := make(map[string][]Marker)
+	var missing []Marker
 	for _, m := range rec.Markers {
-		byPath[m.Path] = append(byPath[m.Path], m)
+		at, ok := locate(m, dirs)
+		if !ok {
+			missing = append(missing, m)
+			continue
+		}
+		byFile[at] = append(byFile[at], m)
 	}
-	paths := slices.Sorted(maps.Keys(byPath))
+	files := slices.SortedFunc(maps.Keys(byFile), func(x, y string) int {
+		return cmp.Or(cmp.Compare(byFile[x][0].Path, byFile[y][0].Path), cmp.Compare(x, y))
+	})
 	rec.hideFrom = make(map[uint32]uint64)
-	for i, d := range readAll(paths, dirs, warn) {
+	dumps, problems := readAll(files)
+	// Warnings in the order of the paths the recording saw: not found
+	// ones among those read.
+	type warning struct {
+		path string
+		errs []error
+	}
+	var warnings []warning
+	reported := make(map[string]bool)
+	for _, m := range missing {
+		if !reported[m.Path] {
+			reported[m.Path] = true
+			warnings = append(warnings, warning{m.Path, []error{notFound(m.Path, dirs)}})
+		}
+	}
+	for i, f := range files {
+		warnings = append(warnings, warning{byFile[f][0].Path, problems[i]})
+	}
+	slices.SortStableFunc(warnings, func(x, y warning) int { return cmp.Compare(x.path, y.path) })
+	for _, w := range warnings {
+		for _, err := range w.errs {
+			warn(err)
+		}
+	}
+	for i, d := range dumps {
 		if d == nil {
 			continue
 		}
-		ms := byPath[paths[i]]
+		ms := byFile[files[i]]
 		first := slices.MinFunc(ms, func(x, y Marker) int { return cmp.Compare(x.Time, y.Time) })
 		rec.Dumps = append(rec.Dumps, &Dump{Dump: d, Markers: ms, Pid: first.Pid, conv: rec.Conv})
 		for _, m := range ms {
@@ -255,26 +289,55 @@ func SearchDirs(path string, dirs []string) []string {
 	return append(slices.Clip(dirs), filepath.Dir(path))
 }
 
-// locate finds a dump at the path the recording saw, or by its name in dirs.
-func locate(path string, dirs []string) (string, error) {
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
+// locate finds the dump marker m points to. The path the recording saw is
+// the one its process saw: in a container (another mount namespace), it
+// leads elsewhere on this side, or nowhere. So a dump is looked for, in
+// order:
+//   - for a process in another pid namespace (its dump's name, jit-<its own
+//     pid>.dump, has not the recorded pid), the copy jitprof record made while
+//     the process lived, jit-<recorded pid>.dump in dirs;
+//   - where the path leads in the process's own root (/proc/PID/root), while
+//     it runs;
+//   - at the path, then by its name in dirs.
+//
+// For a process of this pid namespace, the path comes first, since its copy
+// and its name are the same.
+func locate(m Marker, dirs []string) (string, bool) {
+	var candidates []string
+	own := fmt.Sprintf("jit-%d.dump", m.Pid)
+	base := filepath.Base(m.Path)
+	inRoot := filepath.Join(procPath(m.Pid, "root"), m.Path)
+	if base != own {
+		for _, d := range dirs {
+			candidates = append(candidates, filepath.Join(d, own))
+		}
+		candidates = append(candidates, inRoot, m.Path)
+	} else {
+		candidates = append(candidates, m.Path, inRoot)
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, filepath.Base(path))
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		candidates = append(candidates, filepath.Join(d, base))
+	}
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() {
+			return c, true
 		}
 	}
+	return "", false
+}
+
+// notFound says that the dump at path was found nowhere locate looked.
+func notFound(path string, dirs []string) error {
 	if len(dirs) == 0 {
-		return "", fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
+		return fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
 	}
-	return "", fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
+	return fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
 }
 
 // readAll reads the dumps at paths, a few at a time. The result is in the
-// order of paths, nil where a dump could not be found or read.
-func readAll(paths, dirs []string, warn func(error)) []*dumpindex.Dump {
+// order of paths, nil where a dump could not be read, with each one's
+// problems.
+func readAll(paths []string) ([]*dumpindex.Dump, [][]error) {
 	dumps := make([]*dumpindex.Dump, len(paths))
 	problems := make([][]error, len(paths))
 	var wg sync.WaitGroup
@@ -283,46 +346,14 @@ func readAll(paths, dirs []string, warn func(error)) []*dumpindex.Dump {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			at, err := locate(path, dirs)
+			d, err := dumpindex.Read(path)
 			if err != nil {
-				problems[i] = []error{err}
-				return
-			}
-			d, err := dumpindex.Read(at)
-			if err != nil {
-				problems[i] = []error{fmt.Errorf("dump %s not used: %w", at, err)}
+				problems[i] = []error{fmt.Errorf("dump %s not used: %w", path, err)}
 				return
 			}
 			dumps[i], problems[i] = d, d.Problems
 		})
 	}
 	wg.Wait()
-	for _, ps := range problems {
-		for _, p := range ps {
-			warn(p)
-		}
-	}
-	return dumps
-}
-
-// PerfMap reads the perf map of process pid: perf-<pid>.map in /tmp, in
-// the process's own root (a container's /tmp, while it runs), or in dirs.
-// It returns nil when there is none.
-func PerfMap(pid uint32, dirs []string, warn func(error)) (table *perfmap.Table, path string) {
-	name := fmt.Sprintf("perf-%d.map", pid)
-	candidates := []string{filepath.Join("/tmp", name), filepath.Join(fmt.Sprintf("/proc/%d/root/tmp", pid), name)}
-	for _, d := range dirs {
-		candidates = append(candidates, filepath.Join(d, name))
-	}
-	for _, path := range candidates {
-		entries, bad, err := perfmap.ParseFile(path)
-		if err != nil {
-			continue
-		}
-		if len(bad) > 0 {
-			warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
-		}
-		return perfmap.NewTable(entries), path
-	}
-	return nil, ""
+	return dumps, problems
 }

@@ -2,11 +2,13 @@ package jitsources
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -366,35 +368,47 @@ func TestPerfTime(t *testing.T) {
 	}
 }
 
-func TestPerfMap(t *testing.T) {
+func TestFindPerfMap(t *testing.T) {
 	// Beyond any pid_max, so that no process's /proc/PID/root answers, and
 	// this test process's own, so that no other run shares its /tmp map.
 	pid := uint32(1<<23 + os.Getpid())
 	name := fmt.Sprintf("perf-%d.map", pid)
 	tmp := filepath.Join("/tmp", name)
+	const twoLines = "1000 10 f\n1000 10 g\n"
 	for _, tc := range []struct {
 		name  string
 		in    []string // where maps are: "/tmp", or a directory given
 		dirs  []string
+		map_  string // the map's text, twoLines when empty
+		times string // its times file's, none when empty
 		want  string
 		warns int
+		// the names at 0x1008 at times 0, 100, 200, 300
+		at [4]string
 	}{
-		{"none", nil, []string{"a"}, "", 0},
-		{"in the second directory", []string{"b"}, []string{"a", "b"}, "b", 0},
-		{"directories in order", []string{"a", "b"}, []string{"a", "b"}, "a", 0},
-		{"/tmp first", []string{"/tmp", "a"}, []string{"a"}, "/tmp", 0},
-		{"with a bad line", []string{"bad"}, []string{"bad"}, "bad", 1},
+		{name: "none", dirs: []string{"a"}},
+		{name: "in the second directory", in: []string{"b"}, dirs: []string{"a", "b"}, want: "b", at: [4]string{"g", "g", "g", "g"}},
+		{name: "directories in order", in: []string{"a", "b"}, dirs: []string{"a", "b"}, want: "a", at: [4]string{"g", "g", "g", "g"}},
+		// A copy jitprof record made has the times, and outlives the pid.
+		{name: "directories before /tmp", in: []string{"/tmp", "a"}, dirs: []string{"a"}, want: "a", at: [4]string{"g", "g", "g", "g"}},
+		{name: "/tmp", in: []string{"/tmp"}, dirs: []string{"a"}, want: "/tmp", at: [4]string{"g", "g", "g", "g"}},
+		{name: "with a bad line", in: []string{"bad"}, dirs: []string{"bad"}, map_: twoLines + "no map line\n", want: "bad", warns: 1, at: [4]string{"g", "g", "g", "g"}},
+		{name: "timed", in: []string{"a"}, dirs: []string{"a"}, times: "1 0\n2 200\n", want: "a", at: [4]string{"f", "f", "g", "g"}},
+		{name: "timed from the start", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n2 200\n", want: "a", at: [4]string{"", "f", "g", "g"}},
+		// Lines after the last row appeared after its time.
+		{name: "lines beyond the times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n", want: "a", at: [4]string{"", "g", "g", "g"}},
+		{name: "bad times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\nx\n2 50\n", want: "a", warns: 1, at: [4]string{"", "g", "g", "g"}},
+		{name: "times out of order", in: []string{"a"}, dirs: []string{"a"}, times: "1 100\n2 50\n", want: "a", warns: 1, at: [4]string{"", "g", "g", "g"}},
+		// Same time: the later line holds.
+		{name: "one time", in: []string{"a"}, dirs: []string{"a"}, times: "2 100\n", want: "a", at: [4]string{"", "g", "g", "g"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for _, in := range tc.in {
-				path, content := filepath.Join(dir, in, name), "1000 10 f\n"
+				path, content := filepath.Join(dir, in, name), cmp.Or(tc.map_, twoLines)
 				if in == "/tmp" {
 					path = tmp
 					t.Cleanup(func() { os.Remove(tmp) })
-				}
-				if in == "bad" {
-					content += "no map line\n"
 				}
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
@@ -402,13 +416,18 @@ func TestPerfMap(t *testing.T) {
 				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 					t.Fatal(err)
 				}
+				if tc.times != "" {
+					if err := os.WriteFile(path+TimesSuffix, []byte(tc.times), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			var dirs []string
 			for _, d := range tc.dirs {
 				dirs = append(dirs, filepath.Join(dir, d))
 			}
 			warns := 0
-			table, path := PerfMap(pid, dirs, func(error) { warns++ })
+			m := FindPerfMap(pid, dirs, func(err error) { t.Log(err); warns++ })
 			want := ""
 			switch tc.want {
 			case "":
@@ -417,17 +436,122 @@ func TestPerfMap(t *testing.T) {
 			default:
 				want = filepath.Join(dir, tc.want, name)
 			}
-			if path != want || (table == nil) != (want == "") || warns != tc.warns {
-				t.Fatalf("PerfMap = %v, %q with %d warnings, want %q with %d", table, path, warns, want, tc.warns)
+			path := ""
+			if m != nil {
+				path = m.Path
 			}
-			if table == nil {
+			if path != want || warns != tc.warns {
+				t.Fatalf("FindPerfMap found %q with %d warnings, want %q with %d", path, warns, want, tc.warns)
+			}
+			if m == nil {
 				return
 			}
-			if e, ok := table.Lookup(0x1008); !ok || e.Name != "f" {
-				t.Errorf("0x1008 is %+v, %v in the map", e, ok)
+			for i, when := range []uint64{0, 100, 200, 300} {
+				got := ""
+				for j, e := range m.Entries {
+					if m.Times[j] <= when && e.Start <= 0x1008 && 0x1008 < e.Start+e.Size {
+						got = e.Name // the latest line that appeared by then
+					}
+				}
+				if got != tc.at[i] {
+					t.Errorf("at time %d, 0x1008 is %q, want %q (times %v)", when, got, tc.at[i], m.Times)
+				}
 			}
 		})
 	}
+}
+
+// A dump is looked for where its process saw it; for a process of another
+// pid namespace (its dump named by another pid), jitprof record's copy
+// under the recorded pid comes first.
+func TestLocate(t *testing.T) {
+	dir := t.TempDir()
+	self := uint32(os.Getpid())
+	at := func(name string) string { return filepath.Join(dir, name) }
+	for _, name := range []string{fmt.Sprintf("jit-%d.dump", self), "jit-7.dump", fmt.Sprintf("copies/jit-%d.dump", self), "copies/jit-7.dump", "copies/jit-8.dump"} {
+		if err := os.MkdirAll(filepath.Dir(at(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(at(name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copies := []string{at("copies")}
+	// A process of ours, that runs and has no copy.
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	running := uint32(sleep.Process.Pid)
+	for _, tc := range []struct {
+		name string
+		m    Marker
+		want string
+	}{
+		{"its own, where it was", Marker{Path: at(fmt.Sprintf("jit-%d.dump", self)), Pid: self}, at(fmt.Sprintf("jit-%d.dump", self))},
+		{"its own, moved", Marker{Path: at(fmt.Sprintf("gone/jit-%d.dump", self)), Pid: self}, at(fmt.Sprintf("copies/jit-%d.dump", self))},
+		{"another namespace's: the copy", Marker{Path: at("jit-7.dump"), Pid: self}, at(fmt.Sprintf("copies/jit-%d.dump", self))},
+		// Not running, no copy: where it was, then by its name.
+		{"another namespace's, no copy", Marker{Path: at("jit-7.dump"), Pid: 1<<23 + self}, at("jit-7.dump")},
+		{"another namespace's, by name", Marker{Path: at("gone/jit-8.dump"), Pid: 1<<23 + self}, at("copies/jit-8.dump")},
+		// Running: in its root, which is ours.
+		{"in its root", Marker{Path: at("jit-7.dump"), Pid: running}, filepath.Join(fmt.Sprintf("/proc/%d/root", running), at("jit-7.dump"))},
+		{"nowhere", Marker{Path: at("gone/jit-9.dump"), Pid: 1<<23 + self}, ""},
+	} {
+		got, ok := locate(tc.m, copies)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: locate = %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+func TestParseNSpid(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   uint32
+		ok     bool
+	}{
+		{"Name:\tnode\nNSpid:\t4242\t1\nNSpgid:\t4242\t1\n", 1, true},
+		{"Name:\tnode\nNSpid:\t4242\n", 4242, true},
+		{"NSpid:\t4242\t17\t3", 3, true}, // nested namespaces: the innermost
+		{"Name:\tnode\n", 0, false},      // a kernel without it
+		{"NSpid:\n", 0, false},
+		{"NSpid:\t1\tx\n", 0, false},
+		{"NSpid:\t99999999999\n", 0, false},
+	} {
+		got, err := ParseNSpid([]byte(tc.status))
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParseNSpid(%q) = %d, %v; want %d, ok %v", tc.status, got, err, tc.want, tc.ok)
+		}
+	}
+	// This process, in the test's own pid namespace, has its own pid there.
+	if got, err := NamespacePid(uint32(os.Getpid())); err != nil || got != uint32(os.Getpid()) {
+		t.Errorf("NamespacePid(self) = %d, %v; want %d", got, err, os.Getpid())
+	}
+}
+
+func FuzzParseTimes(f *testing.F) {
+	for _, s := range []string{"", "1 0\n2 200\n", "0 0\n1 100\nx\n", "1 100\n2 50\n", "3 18446744073709551615\n", "1 2"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := parseTimes(data, "f")
+		for i := 1; i < len(rows); i++ {
+			if rows[i].lines < rows[i-1].lines || rows[i].time < rows[i-1].time {
+				t.Fatalf("rows out of order: %v", rows)
+			}
+		}
+		if len(rows) > bytes.Count(data, []byte{'\n'}) {
+			t.Fatalf("%d rows from %d lines", len(rows), bytes.Count(data, []byte{'\n'}))
+		}
+		if err != nil && !strings.Contains(err.Error(), "f: offset ") {
+			t.Fatalf("error without the file and offset: %v", err)
+		}
+	})
 }
 
 // A recording's own directory is searched after the directories given, and

@@ -44,3 +44,25 @@ func TestAppend(t *testing.T) {
 		}
 	}
 }
+
+// Decoding gives back what Append wrote, with its length, and nothing for
+// a truncated encoding.
+func TestDecode(t *testing.T) {
+	for _, v := range []uint64{0, 2, 127, 128, 129, 12857, 1<<63 - 1, 1 << 63, 1<<64 - 1} {
+		b := AppendUnsigned(nil, v)
+		if got, n := Unsigned(append(b, 0xaa)); got != v || n != len(b) {
+			t.Errorf("Unsigned(% x) = %d, %d; want %d, %d", b, got, n, v, len(b))
+		}
+		if _, n := Unsigned(b[:len(b)-1]); n != 0 {
+			t.Errorf("Unsigned(% x), truncated: n = %d", b[:len(b)-1], n)
+		}
+		s := int64(v)
+		b = AppendSigned(nil, s)
+		if got, n := Signed(append(b, 0xaa)); got != s || n != len(b) {
+			t.Errorf("Signed(% x) = %d, %d; want %d, %d", b, got, n, s, len(b))
+		}
+		if got, n := Signed(AppendSigned(nil, -s)); got != -s || n == 0 {
+			t.Errorf("Signed(-%d) = %d, %d", s, got, n)
+		}
+	}
+}

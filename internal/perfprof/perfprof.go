@@ -19,9 +19,11 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -36,8 +38,14 @@ type Options struct {
 	// PerFunction makes one profile Location per function (and one per
 	// module for the addresses no symbol covers) instead of one per
 	// address: all that reports by function need, and far fewer distinct
-	// stacks to hold. Locations then carry no line numbers.
+	// stacks to hold. Locations then carry no line numbers; a jitted
+	// function's location is one per chain of methods inlined where it was
+	// sampled, so inlined methods stay frames.
 	PerFunction bool
+	// NoInline folds the methods the dumps say were inlined into the
+	// function that holds their code, as perf report --no-inline does:
+	// their samples count to it, at its own line.
+	NoInline bool
 }
 
 // Filter selects samples; zero values select all.
@@ -77,6 +85,11 @@ type Result struct {
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
+	// Unwound counts the kept samples whose user stacks were unwound
+	// from the registers and stack copy they hold (--call-graph dwarf),
+	// CutShort those whose unwinding ran past the copy's end: their
+	// outermost callers are missing.
+	Unwound, CutShort int
 	// Stripped are the stripped ELF files (elfsym.Table.Stripped) on
 	// which kept samples landed without a name, the most first.
 	Stripped []Stripped
@@ -151,12 +164,14 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 	return read(r)
 }
 
-// location is a distinct frame: the same function at the same address.
+// location is a distinct frame: the same function at the same address,
+// or per function, the same function with the same methods inlined.
 type location struct {
-	module *symbolize.Module
-	name   string
-	start  uint64
-	addr   uint64
+	module  *symbolize.Module
+	name    string
+	start   uint64
+	addr    uint64
+	inlined string // per function: the inline chain's names and files
 }
 
 // Stacks are kept as nodes of a calling context tree: a node is a location
@@ -212,6 +227,7 @@ type aggregator struct {
 	filter      Filter
 	stages      *stages.Marks
 	perFunction bool
+	noInline    bool
 	attrs       map[*perfdata.Attr]bool // of the chosen event
 	event       string
 	unit        string
@@ -230,7 +246,9 @@ type aggregator struct {
 	ids     []uint32
 
 	samples, kept, jitted int
+	unwound, cutShort     int
 	lost                  uint64
+	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
 	first, last           uint64
 }
 
@@ -239,6 +257,7 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		space:       space,
 		filter:      opts.Filter,
 		perFunction: opts.PerFunction,
+		noInline:    opts.NoInline,
 		attrs:       make(map[*perfdata.Attr]bool),
 		locIDs:      make(map[location]uint32),
 		lookups:     make([]cached, lookupSlots),
@@ -290,6 +309,14 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 	}
 	if len(a.attrs) == 0 {
 		return nil, fmt.Errorf("%s has no event %q; it has %s", opts.Input, opts.Event, strings.Join(slices.Compact(names), ", "))
+	}
+	for at := range a.attrs {
+		if at.SampleType&perfdata.SampleStackUser != 0 {
+			if a.unwinder, err = newUnwinder(r, space); err != nil {
+				return nil, fmt.Errorf("%s: %w", opts.Input, err)
+			}
+			break
+		}
 	}
 	return a, nil
 }
@@ -352,24 +379,10 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	}
 
 	a.ids = a.ids[:0]
-	kernel := s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel
-	if s.Attr.SampleType&perfdata.SampleCallchain == 0 || len(s.Callchain) == 0 {
-		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel))
+	if a.unwinder != nil && s.Attr.SampleType&perfdata.SampleStackUser != 0 {
+		a.unwind(s, t)
 	} else {
-		leaf := true
-		for _, pc := range s.Callchain {
-			if pc >= perfdata.ContextMax {
-				kernel = pc == perfdata.ContextKernel
-				continue
-			}
-			// A caller's address is where its call returns to: the
-			// call is the instruction before.
-			if !leaf {
-				pc--
-			}
-			leaf = false
-			a.ids = append(a.ids, a.locate(s.Pid, pc, t, kernel))
-		}
+		a.callchain(s, t)
 	}
 	if len(a.ids) == 0 {
 		return
@@ -380,6 +393,12 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	a.kept++
 	if a.frames[a.ids[0]-1].Symbol.JIT != nil {
 		a.jitted++
+	}
+	if u := a.unwinder; u != nil && u.walked {
+		a.unwound++
+		if u.stop == unwind.StopCutShort {
+			a.cutShort++
+		}
 	}
 	a.first, a.last = min(a.first, t), max(a.last, t)
 
@@ -411,6 +430,34 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	a.stacks[key] = tot
 }
 
+// callchain turns the sample's callchain, as the kernel walked it, into
+// locations; without one, its ip.
+func (a *aggregator) callchain(s *perfdata.Sample, t uint64) {
+	kernel := s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel
+	if s.Attr.SampleType&perfdata.SampleCallchain == 0 || len(s.Callchain) == 0 {
+		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel))
+		return
+	}
+	for _, pc := range s.Callchain {
+		if pc >= perfdata.ContextMax {
+			kernel = pc == perfdata.ContextKernel
+			continue
+		}
+		a.addCaller(s.Pid, pc, t, kernel)
+	}
+}
+
+// addCaller adds the location of a frame at pc, called from the frames
+// added before.
+func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
+	// A caller's address is where its call returns to: the call is the
+	// instruction before.
+	if len(a.ids) > 0 {
+		pc--
+	}
+	a.ids = append(a.ids, a.locate(pid, pc, t, kernel))
+}
+
 // locate returns the id of the location of pc.
 func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
 	pk := pcKey{pid, kernel, pc}
@@ -432,6 +479,9 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	}
 	if a.perFunction {
 		key.addr = 0
+		for _, in := range a.inlineChain(fr) {
+			key.inlined += in.Name + "\x00" + in.File + "\x00"
+		}
 	}
 	if id, ok := a.locIDs[key]; ok {
 		return id
@@ -446,6 +496,15 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	id := uint32(len(a.frames))
 	a.locIDs[key] = id
 	return id
+}
+
+// inlineChain returns the methods inlined at fr, outermost first (see
+// dumpindex.Code.InlineChain), or none when they are folded.
+func (a *aggregator) inlineChain(fr symbolize.Frame) []dumpindex.InlineFrame {
+	if fr.Symbol.JIT == nil || a.noInline {
+		return nil
+	}
+	return fr.Symbol.JIT.InlineChain(fr.Symbol.LoadAddr(fr.Addr))
 }
 
 // RunStages runs the analysis once per stage, in order, each with the

@@ -26,6 +26,13 @@ const (
 	VDSOFile   = symbolize.VDSOName
 )
 
+// InferredSuffix ends the name of an inlined frame that the runtime did not
+// record but jitprof worked out from source positions (V8's: see
+// dumpindex.InlineFrame.Inferred), in every output, so that it is never
+// taken for the runtime's word. SystemName carries it too: the runtime
+// gave no name of its own for such a frame.
+const InferredSuffix = " [inferred]"
+
 // perfMapName is how perf tells a perf map: perf-<pid>.map.
 var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
 
@@ -103,17 +110,24 @@ func (a *aggregator) result() (*Result, error) {
 		start  uint64
 	}
 	functions := make(map[functionKey]*profile.Function)
+	startColumns := make(map[*profile.Function]int64)  // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
 		name, file string
+		inferred   bool
 	}
 	inlines := make(map[inlineKey]*profile.Function)
 	inlined := func(m *symbolize.Module, in dumpindex.InlineFrame) *profile.Function {
-		key := inlineKey{m, in.Name, in.File}
+		key := inlineKey{m, in.Name, in.File, in.Inferred}
 		fn := inlines[key]
 		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: demangle.Name(strings.Clone(in.Name)), SystemName: strings.Clone(in.Name), Filename: strings.Clone(in.File)}
+			fn, _ = newFunction(uint64(len(p.Function)+1), in.Name, demangle.Name(in.Name), true)
+			if in.Inferred {
+				fn.Name += InferredSuffix
+				fn.SystemName += InferredSuffix
+			}
+			fn.Filename = cmp.Or(fn.Filename, strings.Clone(in.File))
 			inlines[key] = fn
 			p.Function = append(p.Function, fn)
 		}
@@ -141,29 +155,44 @@ func (a *aggregator) result() (*Result, error) {
 		key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
 		fn := functions[key]
 		if fn == nil {
-			// Clones: jitted names alias the dumps, which Close unmaps.
-			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: strings.Clone(a.names[i]), SystemName: strings.Clone(fr.Symbol.Name), Filename: strings.Clone(file)}
+			jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
+			var col int64
+			fn, col = newFunction(uint64(len(p.Function)+1), fr.Symbol.Name, a.names[i], jitted)
+			if col != 0 {
+				startColumns[fn] = col
+			}
 			functions[key] = fn
 			p.Function = append(p.Function, fn)
 		}
 		if fn.Filename == "" {
 			fn.Filename = strings.Clone(file)
 		}
-		if a.perFunction {
-			line = 0 // the location stands for every line of the function
-		} else if jit := fr.Symbol.JIT; jit != nil {
-			// pprof lists a location's inlined functions innermost first,
-			// the function that holds the code last.
-			for _, in := range slices.Backward(jit.InlineChain(fr.Symbol.LoadAddr(fr.Addr))) {
-				loc.Line = append(loc.Line, profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)})
+		// pprof lists a location's inlined functions innermost first, the
+		// function that holds the code last.
+		for _, in := range slices.Backward(a.inlineChain(fr)) {
+			l := profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
+			if a.perFunction {
+				l.Line = 0
 			}
+			loc.Line = append(loc.Line, l)
 		}
-		loc.Line = append(loc.Line, profile.Line{Function: fn, Line: int64(line)})
+		ln := profile.Line{Function: fn, Line: int64(line)}
+		if a.perFunction {
+			ln.Line = 0 // the location stands for every line of the function
+		} else if fn.StartLine != 0 && (ln.Line == 0 || file != fn.Filename) {
+			// Without a line of the function's own file (none, one of
+			// code inlined from elsewhere, or the garbage node 20
+			// writes for some Sparkplug code) the place the runtime
+			// named is all that is known of the code: its start.
+			ln.Line, ln.Column = fn.StartLine, startColumns[fn]
+		}
+		loc.Line = append(loc.Line, ln)
 	}
 
+	a.putMainFirst(p)
 	res := &Result{
 		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost,
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
 	a.names = nil
@@ -207,6 +236,128 @@ func (a *aggregator) result() (*Result, error) {
 	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
 
 	return res, err
+}
+
+// putMainFirst puts the program's own executable first among p's
+// mappings, where pprof looks for the profiled program (its web UI's
+// header names it, and the first mapping is otherwise whatever was sampled
+// first: often ld.so or a dump). The program is the process with the most
+// samples, and its executable the ELF file named like it (its main
+// thread's name, perf's comm, which the kernel cuts to 15 bytes: "node",
+// "java", "beam.smp"); failing that (a launcher that is never sampled,
+// as java's), the process's ELF file with the most samples of its own,
+// the dynamic loader aside: libjvm.so for Java.
+func (a *aggregator) putMainFirst(p *profile.Profile) {
+	perPid := make(map[uint32]int64)
+	for k, tot := range a.stacks {
+		perPid[k.pid] += tot.count
+	}
+	var pid uint32
+	best := int64(-1)
+	for q, n := range perPid {
+		if n > best || (n == best && q < pid) {
+			pid, best = q, n
+		}
+	}
+	if best < 0 {
+		return
+	}
+	comm := a.space.Comm(pid, a.last)
+	type score struct {
+		named         bool  // named like the process
+		self, touched int64 // its samples: as the leaf, anywhere in the stack
+	}
+	scores := make(map[*profile.Mapping]*score)
+	var seen []*profile.Mapping // of a stack
+	for k, tot := range a.stacks {
+		if k.pid != pid {
+			continue
+		}
+		seen = seen[:0]
+		for n := k.node; n != 0; n = a.nodes[n].parent {
+			loc := a.nodes[n].loc - 1
+			fr, m := a.frames[loc], p.Location[loc].Mapping
+			if fr.Module == nil || fr.Module.Kind != symbolize.ELF || isLoader(m.File) {
+				continue
+			}
+			s := scores[m]
+			if s == nil {
+				s = &score{named: namedLike(m.File, comm)}
+				scores[m] = s
+			}
+			if n == k.node {
+				s.self += tot.count
+			}
+			if !slices.Contains(seen, m) {
+				seen = append(seen, m)
+				s.touched += tot.count
+			}
+		}
+	}
+	var main *profile.Mapping
+	var top score
+	for m, s := range scores {
+		c := cmp.Or(compareBool(s.named, top.named), cmp.Compare(s.self, top.self), cmp.Compare(s.touched, top.touched))
+		if main == nil || c > 0 || (c == 0 && m.ID < main.ID) {
+			main, top = m, *s
+		}
+	}
+	if main == nil {
+		return
+	}
+	i := slices.Index(p.Mapping, main)
+	copy(p.Mapping[1:i+1], p.Mapping[:i])
+	p.Mapping[0] = main
+	for i, m := range p.Mapping {
+		m.ID = uint64(i + 1)
+	}
+}
+
+func compareBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case x:
+		return 1
+	}
+	return -1
+}
+
+// isLoader tells whether file is the dynamic loader (ld-linux-x86-64.so.2,
+// ld-musl-x86_64.so.1, ld.so), which a recording maps into every process.
+func isLoader(file string) bool {
+	base := filepath.Base(file)
+	return strings.HasPrefix(base, "ld-") || strings.HasPrefix(base, "ld.so")
+}
+
+// namedLike tells whether file is named comm, a thread name the kernel
+// cuts to 15 bytes.
+func namedLike(file, comm string) bool {
+	const commLen = 15 // TASK_COMM_LEN less the NUL
+	base := filepath.Base(file)
+	return comm != "" && (base == comm || (len(comm) == commLen && strings.HasPrefix(base, comm)))
+}
+
+// newFunction makes the profile Function of a function named raw by its
+// source (demangled: perf report's name). A jitted function whose name
+// embeds its source file is split as pprof expects (names.go); newFunction
+// then also returns the column its name gives.
+//
+// The names are cloned: jitted names alias the dumps, which Close unmaps.
+func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Function, int64) {
+	fn := &profile.Function{ID: id, Name: strings.Clone(demangled), SystemName: strings.Clone(raw)}
+	if !jitted || demangled != raw {
+		return fn, 0
+	}
+	sn, ok := splitName(raw)
+	if !ok {
+		return fn, 0
+	}
+	// Name is a prefix of SystemName: no second copy.
+	fn.Name = fn.SystemName[:len(sn.name)]
+	fn.Filename = strings.Clone(sn.file)
+	fn.StartLine = sn.line
+	return fn, sn.column
 }
 
 // stripped counts, by stripped ELF file, the kept samples whose leaf it

@@ -16,22 +16,28 @@ type runtimeVar struct {
 	// then left as the user set it.
 	sep string
 	// value returns the value: for a list, its options, each added unless
-	// the user's list already has that option's first word (the flag, so
-	// that the user's +JPperf map stays); dumpDir is where runtimes that
-	// take a directory should write.
-	value func(dumpDir string) ([]string, error)
+	// the user's list already has that option's flag (its first word, so
+	// that the user's +JPperf map stays; for HotSpot's -XX:±Name, Name).
+	// A variable may be listed twice, its options then joining.
+	value func(envContext) ([]string, error)
 	// optional variables are left out, with a note, when value fails: a
 	// jitprof built without its agents still records everything else.
 	optional bool
 }
 
-func constant(v ...string) func(string) ([]string, error) {
-	return func(string) ([]string, error) { return v, nil }
+// envContext is what the variables' values depend on.
+type envContext struct {
+	dumpDir   string // where runtimes that take a directory should write
+	callGraph bool   // call chains are recorded
+}
+
+func constant(v ...string) func(envContext) ([]string, error) {
+	return func(envContext) ([]string, error) { return v, nil }
 }
 
 // agentPath returns the path of one of jitprof's agents, prefixed.
-func agentPath(k agents.Kind, prefix string) func(string) ([]string, error) {
-	return func(string) ([]string, error) {
+func agentPath(k agents.Kind, prefix string) func(envContext) ([]string, error) {
+	return func(envContext) ([]string, error) {
 		path, err := agents.Library(k)
 		if err != nil {
 			return nil, err
@@ -55,9 +61,18 @@ var runtimeVars = []runtimeVar{
 	{name: "DOTNET_PerfMapEnabled", value: constant("1")},
 	// LLVM's and perf's JVMTI agent's dumps go under
 	// $JITDUMPDIR/.debug/jit/.
-	{name: "JITDUMPDIR", value: func(dir string) ([]string, error) { return []string{dir}, nil }},
+	{name: "JITDUMPDIR", value: func(c envContext) ([]string, error) { return []string{c.dumpDir}, nil }},
 	// Java: jitprof's JVMTI agent, writing to $JITDUMPDIR.
 	{name: "JAVA_TOOL_OPTIONS", sep: " ", value: agentPath(agents.JVMTI, "-agentpath:"), optional: true},
+	// HotSpot's compiled code uses rbp as a general register, and gives
+	// no unwind tables for it: call chains through it need frame
+	// pointers, whatever the call graph's mode.
+	{name: "JAVA_TOOL_OPTIONS", sep: " ", value: func(c envContext) ([]string, error) {
+		if !c.callGraph {
+			return nil, nil
+		}
+		return []string{"-XX:+PreserveFramePointer"}, nil
+	}},
 	// Runtimes that call Intel's JIT Profiling API (PHP's opcache with
 	// opcache.jit_debug=128, LLVM, wasmtime) load this collector, which
 	// writes to $JITDUMPDIR.
@@ -66,16 +81,19 @@ var runtimeVars = []runtimeVar{
 
 // runtimeEnv returns env with the runtime variables added: a list the user
 // set is extended, a single value the user set is kept.
-func runtimeEnv(env []string, dumpDir string, note func(string)) ([]string, error) {
+func runtimeEnv(env []string, c envContext, note func(string)) ([]string, error) {
 	env = append([]string(nil), env...)
 	for _, v := range runtimeVars {
-		vals, err := v.value(dumpDir)
+		vals, err := v.value(c)
 		if err != nil && v.optional {
 			note(fmt.Sprintf("%s not set: %v", v.name, err))
 			continue
 		}
 		if err != nil {
 			return nil, err
+		}
+		if len(vals) == 0 {
+			continue
 		}
 		i := lookupEnv(env, v.name)
 		switch {
@@ -85,7 +103,7 @@ func runtimeEnv(env []string, dumpDir string, note func(string)) ([]string, erro
 			list := strings.TrimPrefix(env[i], v.name+"=")
 			for _, opt := range vals {
 				flag, _, _ := strings.Cut(opt, v.sep)
-				if hasWord(list, flag, v.sep) {
+				if hasWord(list, flag, v.sep) || hasXXFlag(list, flag, v.sep) {
 					continue
 				}
 				if list != "" {
@@ -113,4 +131,15 @@ func lookupEnv(env []string, name string) int {
 // hasWord tells whether list, separated by sep, already holds word.
 func hasWord(list, word, sep string) bool {
 	return strings.Contains(sep+list+sep, sep+word+sep)
+}
+
+// hasXXFlag tells whether list, separated by sep, already sets the HotSpot
+// boolean option that flag (-XX:+Name or -XX:-Name) sets, either way: the
+// user's choice stands.
+func hasXXFlag(list, flag, sep string) bool {
+	name, ok := strings.CutPrefix(flag, "-XX:")
+	if !ok || name == "" || name[0] != '+' && name[0] != '-' {
+		return false
+	}
+	return hasWord(list, "-XX:+"+name[1:], sep) || hasWord(list, "-XX:-"+name[1:], sep)
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,8 +16,11 @@ func TestRuntimeEnv(t *testing.T) {
 		"JITDUMPDIR=/out",
 	}
 	for _, tc := range []struct {
-		name     string
-		env, add []string // add: what must be in the result
+		name      string
+		callGraph bool
+		env, add  []string // add: what must be in the result
+		words     []string // NAME=WORD: NAME's value in the result has WORD among its words
+		absent    []string // options the result's variables must not have
 	}{
 		{name: "empty", env: []string{"PATH=/bin"}, add: append([]string{"PATH=/bin"}, defaults...)},
 		{name: "lists extended", env: []string{"NODE_OPTIONS=--max-old-space-size=100", "ERL_FLAGS=-noshell"},
@@ -27,11 +31,18 @@ func TestRuntimeEnv(t *testing.T) {
 			add: []string{"PYTHON_PERF_JIT_SUPPORT=0", "JITDUMPDIR=/mine", "DOTNET_PerfMapEnabled=3"}},
 		{name: "empty list", env: []string{"NODE_OPTIONS="}, add: []string{"NODE_OPTIONS=--perf-prof --interpreted-frames-native-stack"}},
 		{name: "last entry counts", env: []string{"ERL_FLAGS=a", "ERL_FLAGS=b"}, add: []string{"ERL_FLAGS=a", "ERL_FLAGS=b +JPperf true"}},
+		{name: "frame pointers for Java's call chains", callGraph: true, env: []string{"JAVA_TOOL_OPTIONS=-Xmx1g"},
+			add: defaults, words: []string{"JAVA_TOOL_OPTIONS=-Xmx1g", "JAVA_TOOL_OPTIONS=-XX:+PreserveFramePointer"}},
+		{name: "frame pointers without a list of the user's", callGraph: true, env: []string{"PATH=/bin"},
+			words: []string{"JAVA_TOOL_OPTIONS=-XX:+PreserveFramePointer"}},
+		{name: "the user's choice of frame pointers kept", callGraph: true, env: []string{"JAVA_TOOL_OPTIONS=-XX:-PreserveFramePointer"},
+			absent: []string{"-XX:+PreserveFramePointer"}},
+		{name: "no call chains, no frame pointers", env: []string{"JAVA_TOOL_OPTIONS=-Xmx1g"}, absent: []string{"-XX:+PreserveFramePointer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.env)
 			var notes []string
-			got, err := runtimeEnv(tc.env, dir, func(n string) { notes = append(notes, n) })
+			got, err := runtimeEnv(tc.env, envContext{dumpDir: dir, callGraph: tc.callGraph}, func(n string) { notes = append(notes, n) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,19 +54,38 @@ func TestRuntimeEnv(t *testing.T) {
 					t.Errorf("%q lacks %q", got, want)
 				}
 			}
-			// Agents not built here are left out, each with a note.
-			if len(got) != len(tc.env)+len(runtimeVars)-countSet(tc.env)-len(notes) {
-				t.Errorf("%q: variables added twice or lost", got)
+			for _, w := range tc.words {
+				name, word, _ := strings.Cut(w, "=")
+				if i := lookupEnv(got, name); i < 0 || !slices.Contains(strings.Fields(strings.TrimPrefix(got[i], name+"=")), word) {
+					t.Errorf("%q: %s lacks %q", got, name, word)
+				}
+			}
+			for _, opt := range tc.absent {
+				for _, kv := range got {
+					if strings.Contains(kv, opt) {
+						t.Errorf("%q has %q", kv, opt)
+					}
+				}
+			}
+			// Each variable is set once more than the caller had it, or
+			// as often: none is added twice. Only agents not built here
+			// are left out, each with a note.
+			for _, v := range runtimeVars {
+				had, has := countEntries(tc.env, v.name), countEntries(got, v.name)
+				noted := slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, v.name+" ") })
+				if has > max(had, 1) || has == 0 && !noted {
+					t.Errorf("%q: %s set %d times, the caller's environment %d times (notes %q)", got, v.name, has, had, notes)
+				}
 			}
 		})
 	}
 }
 
-// countSet is how many runtime variables env already sets.
-func countSet(env []string) int {
+// countEntries is how many entries of env set name.
+func countEntries(env []string, name string) int {
 	n := 0
-	for _, v := range runtimeVars {
-		if lookupEnv(env, v.name) >= 0 {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
 			n++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/jitsources"
@@ -23,8 +24,9 @@ import (
 // environment: those files are its doing, and with them beside it the
 // recording at data reads anywhere (the report looks for dumps and maps in
 // the recording's directory). A file already in dir stays; one whose name
-// dir already has is left where it is, with a note. It returns the paths the
-// files have now.
+// dir already has is left where it is, with a note; a perf map the
+// recording's JITWatcher copied whole into dir is removed. It returns the
+// paths the files have now.
 func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 	f, err := perfdata.Open(data)
 	if err != nil {
@@ -70,6 +72,16 @@ func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 			}
 			continue // not there (a map that was never written), or already in place
 		}
+		if copied(from, to) {
+			// The recording's watcher copied it whole, with its times:
+			// the move is done but for the removal.
+			if err := os.Remove(from); err != nil {
+				return moved, err
+			}
+			taken[to] = true
+			moved = append(moved, to, to+jitsources.TimesSuffix)
+			continue
+		}
 		if _, err := os.Lstat(to); err == nil || taken[to] {
 			note(fmt.Sprintf("%s stays where it is: %s has a file of that name", from, dir))
 			continue
@@ -81,6 +93,15 @@ func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 		moved = append(moved, to)
 	}
 	return moved, nil
+}
+
+// copied tells whether to is the copy of the perf map from that
+// JITWatcher made: as long, with a times file.
+func copied(from, to string) bool {
+	fi, err1 := os.Stat(from)
+	ti, err2 := os.Stat(to)
+	_, err3 := os.Stat(to + jitsources.TimesSuffix)
+	return err1 == nil && err2 == nil && err3 == nil && fi.Size() == ti.Size() && strings.HasSuffix(from, ".map")
 }
 
 // v8Log is the name of a V8 log: isolate-<address>-<pid>-v8.log.

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"maps"
@@ -84,12 +85,74 @@ func DefaultEvent() (Event, string) {
 	return clock, fmt.Sprintf("sampling cpu-clock: the cycle counter could not be used (%v)", err)
 }
 
+// CallGraph says how the call chain of each sample is recorded.
+type CallGraph int
+
+const (
+	// NoCallGraph records each sample's address only.
+	NoCallGraph CallGraph = iota
+	// FramePointers has the kernel walk the frame pointers (perf's fp).
+	FramePointers
+	// DWARF records each sample's user registers and a copy of the top of
+	// its user stack, to unwind afterwards by the code's unwind tables
+	// (perf's dwarf); the kernel walks only kernel frames.
+	DWARF
+)
+
+// Sizes of a sample's copy of the user stack, in bytes, as perf has them:
+// its default, and the most a record's 16-bit size leaves room for,
+// rounded down to 8 bytes.
+const (
+	DefaultStackSize = 8192
+	MaxStackSize     = 65528
+)
+
+// ParseCallGraph reads --call-graph's value as perf spells it: fp, or
+// dwarf[,SIZE] with SIZE in bytes (decimal, or 0x hexadecimal), rounded up
+// to 8 bytes as perf rounds it. The size is 0 for fp.
+func ParseCallGraph(s string) (CallGraph, uint32, error) {
+	mode, size, sized := strings.Cut(s, ",")
+	switch mode {
+	case "fp":
+		if sized {
+			return 0, 0, fmt.Errorf("--call-graph %q: fp takes no size", s)
+		}
+		return FramePointers, 0, nil
+	case "dwarf":
+		if !sized {
+			return DWARF, DefaultStackSize, nil
+		}
+		n, err := strconv.ParseUint(size, 0, 32)
+		n = (n + 7) &^ 7
+		if err != nil || n == 0 || n > MaxStackSize {
+			return 0, 0, fmt.Errorf("--call-graph %q: the stack size must be between 1 and %d bytes", s, MaxStackSize)
+		}
+		return DWARF, uint32(n), nil
+	}
+	return 0, 0, fmt.Errorf("--call-graph %q: fp or dwarf[,SIZE]", s)
+}
+
+// dwarfRegs returns the user registers a DWARF call graph records on
+// machine, perf's masks (its arch's PERF_REGS_MASK): on x86-64 every
+// general register but the segment ones, on arm64 all of them.
+func dwarfRegs(machine elf.Machine) (uint64, error) {
+	switch machine {
+	case elf.EM_X86_64:
+		return 0xff0fff, nil
+	case elf.EM_AARCH64:
+		return 1<<33 - 1, nil
+	}
+	return 0, fmt.Errorf("--call-graph dwarf: the user registers of %v are not known here; use --call-graph fp", machine)
+}
+
 // attrConfig is what an attr is made of besides the event.
 type attrConfig struct {
 	freq      int
-	callchain bool
-	inherit   bool // follow new threads and child processes
-	onExec    bool // start disabled, enable at the command's exec
+	callGraph CallGraph
+	regs      uint64 // DWARF: the user registers
+	stackSize uint32 // DWARF: the bytes of user stack
+	inherit   bool   // follow new threads and child processes
+	onExec    bool   // start disabled, enable at the command's exec
 	wakeup    uint32
 }
 
@@ -100,12 +163,24 @@ type attrConfig struct {
 func newAttr(ev Event, c attrConfig) *perfdata.Attr {
 	st := perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
 		perfdata.SampleCPU | perfdata.SamplePeriod
-	if c.callchain {
-		st |= perfdata.SampleCallchain
-	}
 	flags := perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm | perfdata.AttrCommExec |
 		perfdata.AttrTask | perfdata.AttrFreq | perfdata.AttrSampleIDAll | perfdata.AttrUseClockID |
 		perfdata.AttrExcludeGuest | perfdata.AttrWatermark
+	var regs uint64
+	var stack uint32
+	switch c.callGraph {
+	case FramePointers:
+		st |= perfdata.SampleCallchain
+	case DWARF:
+		// The kernel's callchain keeps the kernel frames; the user ones
+		// come from the registers and the stack copy. Unwinders read
+		// .eh_frame_hdr from the files' read-only segments, which perf
+		// finds through their mappings: those are recorded too, as
+		// perf's dwarf mode does.
+		st |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+		flags |= perfdata.AttrExcludeCallchainUser | perfdata.AttrMmapData
+		regs, stack = c.regs, c.stackSize
+	}
 	if ev.ExcludeKernel {
 		flags |= perfdata.AttrExcludeKernel | perfdata.AttrExcludeHV
 	}
@@ -116,7 +191,7 @@ func newAttr(ev Event, c attrConfig) *perfdata.Attr {
 		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec
 	}
 	return &perfdata.Attr{Type: ev.Type, Config: ev.Config, SamplePeriod: uint64(c.freq), SampleType: st,
-		Flags: flags, WakeupEvents: c.wakeup, ClockID: unix.CLOCK_MONOTONIC}
+		Flags: flags, WakeupEvents: c.wakeup, ClockID: unix.CLOCK_MONOTONIC, SampleRegsUser: regs, SampleStackUser: stack}
 }
 
 // kernelAttr lays a out as perf_event_open takes it.
@@ -125,6 +200,7 @@ func kernelAttr(a *perfdata.Attr) unix.PerfEventAttr {
 		Type: a.Type, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Config: a.Config,
 		Sample: a.SamplePeriod, Sample_type: uint64(a.SampleType), Read_format: uint64(a.ReadFormat),
 		Bits: uint64(a.Flags), Wakeup: a.WakeupEvents, Clockid: a.ClockID, Sample_max_stack: a.SampleMaxStack,
+		Sample_regs_user: a.SampleRegsUser, Sample_stack_user: a.SampleStackUser,
 	}
 }
 
@@ -198,6 +274,10 @@ func checkFreq(hz int) error {
 	return nil
 }
 
+// errRingLimit is matched by the error of a ring buffer the locked-memory
+// limit refuses.
+var errRingLimit = errors.New("over the locked-memory limit")
+
 // ring is an event's mmapped ring buffer: a metadata page, then the data
 // area the kernel writes records into.
 type ring struct {
@@ -212,7 +292,7 @@ func mapRing(fd, pages int) (*ring, error) {
 	mem, err := unix.Mmap(fd, 0, (1+pages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("mapping a %d KiB ring buffer: %w: it exceeds kernel.perf_event_mlock_kb; record as root or raise that limit", pages*page/1024, err)
+			return nil, fmt.Errorf("mapping a %d KiB ring buffer: %w (%w): it exceeds kernel.perf_event_mlock_kb; record as root or raise that limit", pages*page/1024, errRingLimit, err)
 		}
 		return nil, fmt.Errorf("mapping a %d KiB ring buffer: %w", pages*page/1024, err)
 	}

@@ -31,7 +31,8 @@ type synthesizer struct {
 
 // process describes process pid: a COMM for each thread, a FORK tying each
 // thread but the first to it, and an MMAP2 for each executable mapping,
-// jitdump markers included. A process gone before it could be read gives
+// jitdump markers included (and each readable one, for an attr with
+// AttrMmapData). A process gone before it could be read gives
 // an error matching ErrGone.
 func (s *synthesizer) process(pid int) error {
 	dir := filepath.Join(s.proc, strconv.Itoa(pid))
@@ -77,10 +78,17 @@ func (s *synthesizer) process(pid int) error {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, "maps"), err)
 	}
 	for _, m := range ms {
+		misc := uint16(perfdata.MiscUser)
 		if m.prot&unix.PROT_EXEC == 0 {
-			continue // samples land in code only, as perf record without -d
+			// Samples land in code only; readable data only matters to
+			// an event that records data mappings (a DWARF call
+			// graph's unwind tables), as in perf's synthesis.
+			if s.attr.Flags&perfdata.AttrMmapData == 0 || m.prot&unix.PROT_READ == 0 {
+				continue
+			}
+			misc |= perfdata.MiscMmapData
 		}
-		if err := s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, perfdata.MiscUser), Pid: p, Tid: p,
+		if err := s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, misc), Pid: p, Tid: p,
 			Addr: m.start, Len: m.end - m.start, Pgoff: m.pgoff, Maj: m.maj, Min: m.min, Ino: m.ino,
 			Prot: m.prot, Flags: m.flags, Filename: m.name, Trailer: perfdata.Trailer{Pid: p, Tid: p}}); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -85,9 +86,16 @@ func FuzzParseMaps(f *testing.F) {
 
 // TestSynthesizeSelf describes this test's own process and holds the
 // records against /proc: every thread named, every executable mapping
-// there, this test binary's among them.
+// there, this test binary's among them, and for a DWARF call graph the
+// readable ones too, marked as data.
 func TestSynthesizeSelf(t *testing.T) {
-	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1})
+	for _, cg := range []CallGraph{NoCallGraph, DWARF} {
+		t.Run(fmt.Sprint("call graph ", cg), func(t *testing.T) { synthesizeSelf(t, cg) })
+	}
+}
+
+func synthesizeSelf(t *testing.T, cg CallGraph) {
+	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1, callGraph: cg, regs: 0xff0fff, stackSize: 8192})
 	var recs []perfdata.Record
 	sy := synthesizer{proc: "/proc", attr: attr, emit: func(r perfdata.Record) error {
 		// The encoding must hold: the writer would refuse it otherwise.
@@ -109,7 +117,7 @@ func TestSynthesizeSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	comms, forks, mmaps := map[uint32]bool{}, 0, 0
+	comms, forks, mmaps, data := map[uint32]bool{}, 0, 0, 0
 	sawExe := false
 	for _, r := range recs {
 		switch r := r.(type) {
@@ -124,11 +132,16 @@ func TestSynthesizeSelf(t *testing.T) {
 			}
 			forks++
 		case *perfdata.Mmap2:
-			mmaps++
-			if r.Prot&unix.PROT_EXEC == 0 {
-				t.Errorf("non-executable mapping %s synthesized", r.Filename)
+			if r.Prot&unix.PROT_EXEC != 0 {
+				mmaps++
+				sawExe = sawExe || r.Filename == exe
 			}
-			sawExe = sawExe || r.Filename == exe
+			if isData := r.Misc&perfdata.MiscMmapData != 0; isData != (r.Prot&unix.PROT_EXEC == 0) || isData && (cg != DWARF || r.Prot&unix.PROT_READ == 0) {
+				t.Errorf("mapping %s, prot %#x, misc %#x synthesized for call graph %d", r.Filename, r.Prot, r.Misc, cg)
+			}
+			if r.Misc&perfdata.MiscMmapData != 0 {
+				data++
+			}
 		}
 	}
 	// Threads may come and go meanwhile; the main one stays.
@@ -137,6 +150,10 @@ func TestSynthesizeSelf(t *testing.T) {
 	}
 	if !sawExe || mmaps < 3 {
 		t.Errorf("%d executable mappings, the test binary %s among them: %v", mmaps, exe, sawExe)
+	}
+	// The test binary's read-only data, at least, and its heap.
+	if cg == DWARF && data < 2 {
+		t.Errorf("%d readable data mappings synthesized", data)
 	}
 
 	if err := sy.process(1 << 30); err == nil || !strings.Contains(err.Error(), ErrGone.Error()) {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -40,9 +42,12 @@ type Options struct {
 	Freq int
 	// Event is what to sample; nil picks DefaultEvent.
 	Event *Event
-	// CallGraph records a call chain with each sample, walked by the
-	// kernel along frame pointers.
-	CallGraph bool
+	// CallGraph says how each sample's call chain is recorded.
+	CallGraph CallGraph
+	// StackSize is, for a DWARF call graph, how many bytes of user stack
+	// each sample copies (a multiple of 8, at most MaxStackSize); 0 picks
+	// DefaultStackSize.
+	StackSize uint32
 	// Duration ends the recording after that long; 0 waits for the
 	// command or the processes to end, or ctx.
 	Duration time.Duration
@@ -63,7 +68,8 @@ type Options struct {
 	Cmdline        []string     // the recorder's, for the file's header
 	Note           func(string) // receives notes for the user, such as which event is sampled
 	// Pages is the size of each CPU's ring buffer in pages, a power of
-	// two; 0 picks 128 (512 KiB).
+	// two; 0 picks 128 (512 KiB), or for a DWARF call graph 512 (2 MiB),
+	// less if the locked-memory limit refuses that.
 	Pages int
 }
 
@@ -72,6 +78,14 @@ type Result struct {
 	Event   string
 	Samples uint64 // samples written
 	Lost    uint64 // samples the kernel dropped (LOST records)
+	// FullStacks counts, with a DWARF call graph, the samples whose copy
+	// of the user stack was full: their outermost frames may be cut off,
+	// or not, as the process's arguments, environment and a random offset
+	// of up to 8 KiB lie above main's frame (qsort_cmp's copies of 8192
+	// bytes: from 0 to all of them full, run to run, every one unwound).
+	FullStacks uint64
+	// StackSize is the size of each sample's stack copy, as asked for.
+	StackSize uint32
 	// ExitCode is the command's exit status when it ended on its own, -1
 	// otherwise.
 	ExitCode int
@@ -85,7 +99,12 @@ type Result struct {
 // for: the file keeps the records that reached it.
 var ErrNoSpace = errors.New("no space left on device")
 
-const defaultPages = 128
+// Ring buffer sizes, in pages. Samples with a DWARF call graph are 8 KiB
+// and more: 512 KiB would be half full after 32 of them.
+const (
+	defaultPages = 128
+	dwarfPages   = 512
+)
 
 // procRoot is where the proc file system is.
 const procRoot = "/proc"
@@ -115,6 +134,7 @@ type session struct {
 	watcher chan struct{} // closed when the watcher has ended
 	goAhead *os.File      // the command's go-ahead
 	wake    int           // eventfd that interrupts poll
+	jit     *JITWatcher
 }
 
 // Run records until the command ends, the processes exit, Duration passes
@@ -124,12 +144,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if n := btoi(len(o.Command) > 0) + btoi(len(o.Pids) > 0) + btoi(o.AllCPUs); n != 1 {
 		return nil, errors.New("record a command, processes (-p) or every CPU (-a): exactly one")
 	}
-	ev, cpus, err := o.prepare()
+	ev, ac, cpus, err := o.prepare()
 	if err != nil {
 		return nil, err
 	}
 
-	s := &session{o: o, wake: -1, res: Result{Event: ev.Name, ExitCode: -1}}
+	s := &session{o: o, wake: -1, res: Result{Event: ev.Name, ExitCode: -1, StackSize: ac.stackSize}}
 	defer s.release()
 	if s.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
@@ -148,10 +168,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	default:
 		tids = []int{-1}
 	}
-	page := os.Getpagesize()
-	s.attr = newAttr(ev, attrConfig{freq: o.Freq, callchain: o.CallGraph, inherit: !o.AllCPUs,
-		onExec: s.cmd != nil, wakeup: uint32(o.Pages * page / 2)})
-	if err := s.open(cpus, tids); err != nil {
+	ac.onExec = s.cmd != nil
+	if err := s.openAll(ev, ac, cpus, tids); err != nil {
 		return nil, err
 	}
 	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
@@ -161,6 +179,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := s.synthesize(&sy); err != nil {
 		return s.fail(err)
 	}
+
+	roots := o.Pids
+	if s.cmd != nil {
+		roots = []int{s.cmd.Process.Pid}
+	}
+	s.jit = WatchJIT(filepath.Dir(o.Output), roots, o.Note)
 
 	begin := time.Now()
 	stop := s.watch(ctx)
@@ -178,6 +202,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err == nil {
 		err = s.drain()
 	}
+	if _, jerr := s.jit.Stop(); jerr != nil {
+		o.Note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
+	}
 	s.res.Elapsed = time.Since(begin)
 	if err != nil {
 		return s.fail(err)
@@ -189,24 +216,52 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return &s.res, nil
 }
 
-// prepare checks o's frequency and ring buffer size, fills in the
-// defaults, and returns the event to sample and the CPUs to sample on.
-func (o *Options) prepare() (Event, []int, error) {
+// prepare checks o's frequency, ring buffer size and stack copies, and
+// returns the event to sample, the attr's configuration and the CPUs to
+// sample on; Run and OpenStream share it.
+func (o *Options) prepare() (Event, attrConfig, []int, error) {
 	if err := checkFreq(o.Freq); err != nil {
-		return Event{}, nil, err
-	}
-	if o.Pages == 0 {
-		o.Pages = defaultPages
+		return Event{}, attrConfig{}, nil, err
 	}
 	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
-		return Event{}, nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+		return Event{}, attrConfig{}, nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+	}
+	ac := attrConfig{freq: o.Freq, callGraph: o.CallGraph, inherit: !o.AllCPUs}
+	if o.CallGraph == DWARF {
+		if o.StackSize == 0 {
+			o.StackSize = DefaultStackSize
+		}
+		if o.StackSize%8 != 0 || o.StackSize > MaxStackSize {
+			return Event{}, attrConfig{}, nil, fmt.Errorf("user stack copies of %d bytes: the size must be a multiple of 8 up to %d", o.StackSize, MaxStackSize)
+		}
+		machine, _ := hostelf.Machine()
+		var err error
+		if ac.regs, err = dwarfRegs(machine); err != nil {
+			return Event{}, attrConfig{}, nil, err
+		}
+		ac.stackSize = o.StackSize
 	}
 	if o.Note == nil {
 		o.Note = func(string) {}
 	}
-	ev := chooseEvent(o.Event, o.Note)
+	note := o.Note
+	ev := Event{}
+	if o.Event != nil {
+		ev = *o.Event
+	} else {
+		var msg string
+		if ev, msg = DefaultEvent(); msg != "" {
+			note(msg)
+		}
+	}
+	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
+		// What perf does too: the kernel refuses more at this level.
+		ev.ExcludeKernel = true
+		ev.Name += ":u"
+		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
+	}
 	cpus, err := onlineCPUs()
-	return ev, cpus, err
+	return ev, ac, cpus, err
 }
 
 // threadsOf lists the threads of processes.
@@ -221,27 +276,6 @@ func threadsOf(pids []int) ([]int, error) {
 		tids = append(tids, ts...)
 	}
 	return tids, nil
-}
-
-// chooseEvent returns the event asked for, else DefaultEvent, user space
-// only where the kernel would refuse more.
-func chooseEvent(asked *Event, note func(string)) Event {
-	ev := Event{}
-	if asked != nil {
-		ev = *asked
-	} else {
-		var msg string
-		if ev, msg = DefaultEvent(); msg != "" {
-			note(msg)
-		}
-	}
-	if os.Geteuid() != 0 && !ev.ExcludeKernel && paranoia() >= 2 {
-		// What perf does too: the kernel refuses more at this level.
-		ev.ExcludeKernel = true
-		ev.Name += ":u"
-		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
-	}
-	return ev
 }
 
 func btoi(b bool) int {
@@ -266,7 +300,7 @@ func (s *session) start() error {
 		if err != nil {
 			return err
 		}
-		if env, err = runtimeEnv(env, filepath.Dir(out), o.Note); err != nil {
+		if env, err = runtimeEnv(env, envContext{dumpDir: filepath.Dir(out), callGraph: o.CallGraph != NoCallGraph}, o.Note); err != nil {
 			return err
 		}
 	}
@@ -287,9 +321,38 @@ func (s *session) start() error {
 	return nil
 }
 
+// openAll opens the events with ring buffers of the size asked for, or by
+// default of the size the call graph wants, halved down to the usual size
+// while the locked-memory limit refuses them.
+func (s *session) openAll(ev Event, ac attrConfig, cpus, tids []int) error {
+	pages := s.o.Pages
+	if pages == 0 {
+		pages = defaultPages
+		if ac.callGraph == DWARF {
+			pages = dwarfPages
+		}
+	}
+	page := os.Getpagesize()
+	for {
+		ac.wakeup = uint32(pages * page / 2)
+		s.attr = newAttr(ev, ac)
+		err := s.open(cpus, tids, pages)
+		if err == nil {
+			return nil
+		}
+		if s.o.Pages != 0 || pages <= defaultPages || !errors.Is(err, errRingLimit) {
+			return err
+		}
+		s.closeEvents()
+		pages /= 2
+		s.o.Note(fmt.Sprintf("ring buffers of %d KiB a CPU: the locked-memory limit refuses twice that", pages*page/1024))
+	}
+}
+
 // open opens the event for each thread (or -1, every process) on each CPU,
-// with one ring buffer per CPU that the CPU's other events write into.
-func (s *session) open(cpus, tids []int) error {
+// with one ring buffer of pages per CPU that the CPU's other events write
+// into.
+func (s *session) open(cpus, tids []int, pages int) error {
 	for _, cpu := range cpus {
 		owner := -1
 		for _, tid := range tids {
@@ -303,7 +366,7 @@ func (s *session) open(cpus, tids []int) error {
 			s.fds = append(s.fds, fd)
 			s.attr.IDs = append(s.attr.IDs, id)
 			if owner < 0 {
-				r, err := mapRing(fd, s.o.Pages)
+				r, err := mapRing(fd, pages)
 				if err != nil {
 					return err
 				}
@@ -453,6 +516,9 @@ func (s *session) writeRaw(rec []byte) error {
 	switch perfdata.RecordType(le.Uint32(rec)) {
 	case perfdata.TypeSample:
 		s.res.Samples++
+		if s.res.StackSize > 0 && fullStack(rec, s.attr) {
+			s.res.FullStacks++
+		}
 	case perfdata.TypeLost:
 		if len(rec) >= 24 {
 			s.res.Lost += le.Uint64(rec[16:])
@@ -492,6 +558,9 @@ func (s *session) release() {
 	if s.goAhead != nil {
 		s.goAhead.Close() // the command never starts
 	}
+	if s.jit != nil {
+		s.jit.Stop()
+	}
 	if s.cmd != nil {
 		if s.cmdDone == nil {
 			s.cmd.Wait()
@@ -511,12 +580,7 @@ func (s *session) release() {
 			s.res.CPUTime = st.UserTime() + st.SystemTime()
 		}
 	}
-	for _, r := range s.rings {
-		r.close()
-	}
-	for _, fd := range s.fds {
-		unix.Close(fd)
-	}
+	s.closeEvents()
 	if s.quit != nil {
 		// The watcher may write to wake: it must be done before wake's
 		// number can be reused.
@@ -526,6 +590,56 @@ func (s *session) release() {
 	if s.wake >= 0 {
 		unix.Close(s.wake)
 	}
+}
+
+// closeEvents unmaps the ring buffers and closes the events.
+func (s *session) closeEvents() {
+	for _, r := range s.rings {
+		r.close()
+	}
+	for _, fd := range s.fds {
+		unix.Close(fd)
+	}
+	s.rings, s.fds = nil, nil
+	if s.attr != nil {
+		s.attr.IDs = nil
+	}
+}
+
+// fullStack tells whether rec, a sample of a's event as newAttr lays it out
+// for a DWARF call graph, has a copy of the user stack that the stack
+// filled (dyn_size equal to its size). It walks the fields itself rather
+// than decode the sample: it runs for every sample recorded.
+func fullStack(rec []byte, a *perfdata.Attr) bool {
+	// identifier, ip, pid/tid, time, cpu, period, then the callchain
+	off := uint64(perfdata.RecordHeaderSize + 6*8)
+	word := func() (uint64, bool) {
+		if off+8 > uint64(len(rec)) {
+			return 0, false
+		}
+		v := le.Uint64(rec[off:])
+		off += 8
+		return v, true
+	}
+	nr, ok := word()
+	if !ok || nr > uint64(len(rec))/8 {
+		return false
+	}
+	off += 8 * nr
+	abi, ok := word()
+	if !ok {
+		return false
+	}
+	if abi != perfdata.RegsABINone {
+		off += 8 * uint64(bits.OnesCount64(a.SampleRegsUser))
+	}
+	size, ok := word()
+	if !ok || size == 0 {
+		return false
+	}
+	off += size
+	dyn, ok := word()
+	return ok && dyn == size
 }
 
 // features are the header's: the machine, the command line and the event's

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,7 +99,10 @@ func spinCommand(t *testing.T, threads int) Options {
 
 // record runs Run with o, output in a fresh directory, and checks what
 // every recording must be: readable whole, with as many samples as Run
-// counted and the events timed by CLOCK_MONOTONIC.
+// counted, as many lost as its LOST records count, and the events timed by
+// CLOCK_MONOTONIC; with a DWARF call graph, every user sample's registers
+// its own (the IP register the sampled address) with a copy of its stack of
+// the size asked for, and full copies as many as Run counted.
 func record(t *testing.T, o Options) (*Result, string) {
 	t.Helper()
 	return recordUntil(t.Context(), t, o)
@@ -131,7 +135,7 @@ func recordUntil(ctx context.Context, t *testing.T, o Options) (*Result, string)
 	if err := jitsources.CheckClock(f.Attrs()); err != nil {
 		t.Error(err)
 	}
-	var samples uint64
+	var samples, lost, full uint64
 	for {
 		rec, err := f.Next()
 		if err == io.EOF {
@@ -143,14 +147,40 @@ func recordUntil(ctx context.Context, t *testing.T, o Options) (*Result, string)
 		switch r := rec.(type) {
 		case *perfdata.Sample:
 			samples++
+			if o.CallGraph == DWARF && checkDWARFSample(t, r, res.StackSize) {
+				full++
+			}
+		case *perfdata.Lost:
+			lost += r.Lost
 		case *perfdata.Invalid:
 			t.Fatalf("invalid record: %v", r.Err)
 		}
 	}
-	if samples != res.Samples {
-		t.Errorf("the file has %d samples, Run counted %d", samples, res.Samples)
+	if samples != res.Samples || lost != res.Lost || full != res.FullStacks {
+		t.Errorf("the file has %d samples, %d lost, %d full stack copies; Run counted %d, %d, %d", samples, lost, full, res.Samples, res.Lost, res.FullStacks)
 	}
 	return res, o.Output
+}
+
+// checkDWARFSample checks a sample of a DWARF call graph, and tells
+// whether its stack copy is full.
+func checkDWARFSample(t *testing.T, s *perfdata.Sample, stackSize uint32) (full bool) {
+	t.Helper()
+	if s.StackUserSize != uint64(stackSize) && s.StackUserSize != 0 {
+		t.Fatalf("sample at %#x: a stack copy of %d bytes, %d asked for", s.Offset, s.StackUserSize, stackSize)
+	}
+	if s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscUser {
+		ipReg, spReg := perfdata.RegX86IP, perfdata.RegX86SP
+		if runtime.GOARCH == "arm64" {
+			ipReg, spReg = perfdata.RegARM64PC, perfdata.RegARM64SP
+		}
+		ip, ok1 := s.UserRegister(ipReg)
+		sp, ok2 := s.UserRegister(spReg)
+		if !ok1 || !ok2 || ip != s.IP || sp == 0 || len(s.StackUser) == 0 {
+			t.Fatalf("user sample at %#x (ip %#x): IP register %#x (%t), SP %#x (%t), %d bytes of stack", s.Offset, s.IP, ip, ok1, sp, ok2, len(s.StackUser))
+		}
+	}
+	return s.StackUserSize > 0 && len(s.StackUser) == int(s.StackUserSize)
 }
 
 type testWriter struct{ t *testing.T }
@@ -223,12 +253,12 @@ func spinTruth(t *testing.T, out []byte, threads int) map[uint32]int64 {
 func TestBusyLoop(t *testing.T) {
 	for _, tc := range []struct {
 		hz        int
-		callchain bool
-	}{{999, false}, {4000, true}} {
-		t.Run(fmt.Sprintf("%dHz/g=%v", tc.hz, tc.callchain), func(t *testing.T) {
+		callGraph CallGraph
+	}{{999, NoCallGraph}, {4000, FramePointers}} {
+		t.Run(fmt.Sprintf("%dHz/g=%v", tc.hz, tc.callGraph != NoCallGraph), func(t *testing.T) {
 			var out bytes.Buffer
 			o := spinCommand(t, 1)
-			o.Freq, o.CallGraph, o.Stdout = tc.hz, tc.callchain, &out
+			o.Freq, o.CallGraph, o.Stdout = tc.hz, tc.callGraph, &out
 			res, data := record(t, o)
 			checkRate(t, res, data, tc.hz, spinTruth(t, out.Bytes(), 1))
 			if res.Lost != 0 {
@@ -283,7 +313,7 @@ func TestTestJIT(t *testing.T) {
 	if ar.Kept != int(res.Samples) {
 		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
 	}
-	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile))
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile, perfprof.PerfName))
 
 	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
 		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
@@ -378,7 +408,7 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			}
 			jitted := fixtures.JITNames(t, ar.Dumps)
 			named := 0
-			for name, n := range fixtures.LeafCounts(ar.Profile) {
+			for name, n := range fixtures.LeafCounts(ar.Profile, perfprof.PerfName) {
 				if jitted[name] {
 					named += n
 				}
@@ -437,7 +467,7 @@ func TestAttachNode(t *testing.T) {
 			// functions differently.
 			node.Process.Kill()
 			node.Wait()
-			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile, perfprof.PerfName)
 			js, builtins := 0, 0
 			for name, n := range got {
 				switch {
@@ -632,4 +662,72 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDWARFCallGraph records a C program built without frame pointers
+// whose hot code is qsort's comparison callback, called from glibc's
+// qsort, called from main: with --call-graph dwarf, perf unwinds jitprof's
+// recording from cmp through qsort to main for nearly every sample in cmp;
+// with frame pointers, the control, it cannot, nor with copies of 256
+// bytes of stack, which the stack fills before main (record checks the
+// samples' registers and stack copies).
+func TestDWARFCallGraph(t *testing.T) {
+	bin := fixtures.BuildC(t, "qsort_cmp.c", "-O2", "-fomit-frame-pointer")
+	for _, tc := range []struct {
+		cg        CallGraph
+		stack     uint32
+		unwound   float64 // the least share of cmp's samples that reach main through qsort
+		fewerThan float64 // the share they must stay under
+		full      float64 // the least share of samples whose stack copy was full
+	}{
+		{cg: DWARF, unwound: 0.9, fewerThan: 1.01},
+		{cg: FramePointers, fewerThan: 0.1},
+		{cg: DWARF, stack: 256, fewerThan: 0.1, full: 0.9},
+	} {
+		t.Run(fmt.Sprintf("call graph %d, stack %d", tc.cg, tc.stack), func(t *testing.T) {
+			res, data := record(t, Options{Freq: 4000, CallGraph: tc.cg, StackSize: tc.stack, Command: []string{bin, "1000"}})
+			st, err := os.Stat(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d samples, %.1f MB, %.0f bytes a sample, %d stack copies full", res.Samples, float64(st.Size())/1e6,
+				float64(st.Size())/float64(res.Samples), res.FullStacks)
+			cmp, unwound := unwoundToMain(t, data)
+			share := float64(unwound) / float64(max(cmp, 1))
+			t.Logf("perf script: %d samples in cmp, %d of them unwound to main through qsort (%.3f)", cmp, unwound, share)
+			if cmp < int(res.Samples)/5 || share < tc.unwound || share >= tc.fewerThan {
+				t.Errorf("%d of %d samples in cmp unwound to main: want a share in [%.2f, %.2f)", unwound, cmp, tc.unwound, tc.fewerThan)
+			}
+			if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
+				t.Errorf("perf report reads %d samples of %d", total, res.Samples)
+			}
+			if float64(res.FullStacks) < tc.full*float64(res.Samples) {
+				t.Errorf("%d of %d samples filled their stack copies: want %.0f%% at least", res.FullStacks, res.Samples, 100*tc.full)
+			}
+		})
+	}
+}
+
+// unwoundToMain counts, in perf script's call chains of the recording, the
+// samples in cmp and those whose chain goes on through qsort to main.
+func unwoundToMain(t *testing.T, data string) (cmp, unwound int) {
+	t.Helper()
+	out := fixtures.Perf(t, "script", "--no-inline", "-F", "ip,sym", "-i", data)
+	for _, block := range strings.Split(string(out), "\n\n") {
+		var syms []string
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 {
+				syms = append(syms, f[1])
+			}
+		}
+		if len(syms) == 0 || syms[0] != "cmp" {
+			continue
+		}
+		cmp++
+		q := slices.IndexFunc(syms, func(s string) bool { return strings.Contains(s, "qsort") })
+		if q > 0 && slices.Contains(syms[q:], "main") {
+			unwound++
+		}
+	}
+	return cmp, unwound
 }

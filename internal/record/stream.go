@@ -3,7 +3,6 @@ package record
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,11 +15,11 @@ import (
 type StreamOptions struct {
 	Freq      int
 	Event     *Event // nil picks DefaultEvent
-	CallGraph bool
+	CallGraph CallGraph
 	// Pids are the processes to sample, with their threads and children;
 	// none samples every process on every CPU.
 	Pids  []int
-	Pages int          // each CPU's ring buffer; 0 picks 128 pages
+	Pages int          // each CPU's ring buffer; 0 picks the call graph's default
 	Note  func(string) // as Options.Note
 }
 
@@ -39,8 +38,8 @@ type Stream struct {
 
 // OpenStream opens the events and starts sampling.
 func OpenStream(o StreamOptions) (*Stream, error) {
-	ro := Options{Freq: o.Freq, Event: o.Event, Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages, Note: o.Note}
-	ev, cpus, err := ro.prepare()
+	ro := Options{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages, Note: o.Note}
+	ev, ac, cpus, err := ro.prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -51,15 +50,11 @@ func OpenStream(o StreamOptions) (*Stream, error) {
 			return nil, err
 		}
 	}
-	// Wake at a quarter of the buffer: a consumer that also drains on its
-	// own schedule still has room for a burst.
-	st.Attr = newAttr(ev, attrConfig{freq: o.Freq, callchain: o.CallGraph, inherit: len(o.Pids) > 0,
-		wakeup: uint32(ro.Pages * os.Getpagesize() / 4)})
-	st.s.attr = st.Attr
-	if err := st.s.open(cpus, tids); err != nil {
+	if err := st.s.openAll(ev, ac, cpus, tids); err != nil {
 		st.Close()
 		return nil, err
 	}
+	st.Attr = st.s.attr
 	for _, fd := range st.s.fds {
 		st.pfds = append(st.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
@@ -89,7 +84,7 @@ func (st *Stream) Process(pid int, emit func(perfdata.Record) error) error {
 	return sy.process(pid)
 }
 
-// Wait returns when a ring buffer is a quarter full, or after timeout.
+// Wait returns when a ring buffer is half full, or after timeout.
 func (st *Stream) Wait(timeout time.Duration) error {
 	if _, err := unix.Poll(st.pfds, int(timeout.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
 		return fmt.Errorf("poll: %w", err)

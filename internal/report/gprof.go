@@ -9,6 +9,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
+	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -24,6 +25,7 @@ type incarnation struct {
 	name      string
 	start     uint64
 	codeIndex uint64
+	inlined   string // a method inlined into it: a symbol of its own
 }
 
 // gprofProgram builds one gmon.Program over the functions of all profiles
@@ -31,7 +33,10 @@ type incarnation struct {
 // one recording). Samples are counted, not weighed by period, as jitprof
 // report's text output counts them; the leaf of each sample goes into the
 // histogram, and each distinct caller-callee pair of its call chain adds the
-// sample's count to that arc once.
+// sample's count to that arc once. A method a JIT inlined (a location's
+// lines but the last) is a symbol of its own for each function incarnation
+// it was inlined into, spanning the incarnation's offsets, so that it has
+// its own self time and arcs from its caller.
 //
 // Functions are named as the report names them (demangled); where each
 // starts, how long it is and which code_index it was comes from the files
@@ -41,23 +46,38 @@ func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program
 	defer tool.Close()
 	prog := &gmon.Program{}
 	index := make(map[incarnation]int)
-	funcOf := func(loc *profile.Location) (gmon.PC, bool, error) {
-		if len(loc.Line) == 0 {
-			return gmon.PC{}, false, nil
-		}
-		fn, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
-		if err != nil || !ok {
-			return gmon.PC{}, false, err
-		}
-		f := gmon.Symbol{Name: loc.Line[0].Function.Name, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
-		key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
+	symbol := func(f gmon.Symbol, key incarnation) int {
 		i, ok := index[key]
 		if !ok {
 			i = len(prog.Symbols)
 			index[key] = i
 			prog.Symbols = append(prog.Symbols, f)
 		}
-		return gmon.PC{Func: i, Offset: loc.Address - fn.Start}, true, nil
+		return i
+	}
+	// framesOf returns the places of loc, innermost first: the methods
+	// inlined there, each a symbol of its own in the function's
+	// incarnation at the same offset, then the function.
+	var pcs []gmon.PC
+	framesOf := func(loc *profile.Location) ([]gmon.PC, error) {
+		pcs = pcs[:0]
+		if len(loc.Line) == 0 {
+			return nil, nil
+		}
+		fn, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
+		if err != nil || !ok {
+			return nil, err
+		}
+		off := loc.Address - fn.Start
+		for i, l := range loc.Line {
+			f := gmon.Symbol{Name: perfprof.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+			key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
+			if i < len(loc.Line)-1 {
+				key.inlined = l.Function.Name
+			}
+			pcs = append(pcs, gmon.PC{Func: symbol(f, key), Offset: off})
+		}
+		return pcs, nil
 	}
 
 	var profiles []*gmon.Profile
@@ -70,30 +90,34 @@ func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program
 			if len(s.Location) == 0 {
 				continue
 			}
-			leaf, ok, err := funcOf(s.Location[0])
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				prof.Unaccounted += n
-			} else {
-				prof.Samples[leaf] += n
-			}
 			clear(seen)
-			callee, calleeOK := leaf, ok
-			for _, loc := range s.Location[1:] {
-				caller, ok, err := funcOf(loc)
+			var callee gmon.PC
+			calleeOK := false
+			for i, loc := range s.Location {
+				frames, err := framesOf(loc)
 				if err != nil {
 					return nil, nil, err
 				}
-				if ok && calleeOK {
-					a := gmon.Arc{From: caller, Callee: callee.Func}
-					if !seen[a] {
-						seen[a] = true
-						prof.Arcs[a] += n
+				if i == 0 {
+					if len(frames) == 0 {
+						prof.Unaccounted += n
+					} else {
+						prof.Samples[frames[0]] += n
 					}
 				}
-				callee, calleeOK = caller, ok
+				for _, caller := range frames {
+					if calleeOK {
+						a := gmon.Arc{From: caller, Callee: callee.Func}
+						if !seen[a] {
+							seen[a] = true
+							prof.Arcs[a] += n
+						}
+					}
+					callee, calleeOK = caller, true
+				}
+				if len(frames) == 0 {
+					calleeOK = false
+				}
 			}
 		}
 		profiles = append(profiles, prof)

@@ -51,10 +51,10 @@ func JSON(w io.Writer, p *profile.Profile, o Options) error {
 			je.Children = &e.children
 		}
 		if e.root >= 0 {
-			if t.children {
-				je.Callees = t.jsonNodes(e.root)
-			} else {
+			if t.outward {
 				je.Callers = t.jsonNodes(e.root)
+			} else {
+				je.Callees = t.jsonNodes(e.root)
 			}
 		}
 	}
@@ -72,10 +72,10 @@ func (t *table) jsonNodes(n int32) []*jsonNode {
 		gn := &t.graph.nodes[c]
 		f := &t.frames[gn.frame]
 		jn := &jsonNode{Symbol: f.name, Module: f.module, File: f.file, Value: gn.value}
-		if t.children {
-			jn.Callees = t.jsonNodes(c)
-		} else {
+		if t.outward {
 			jn.Callers = t.jsonNodes(c)
+		} else {
+			jn.Callees = t.jsonNodes(c)
 		}
 		nodes = append(nodes, jn)
 	}

@@ -4,9 +4,10 @@
 // ([Folded]), and a page with an interactive flame graph ([HTML]).
 //
 // The profile follows jitprof's conventions: sample value 0 counts samples
-// and value 1, when present, is the event's period; locations are leaf first
-// with at most one line each; a location without a line is an unresolved
-// address; Mapping.File names the module; each sample carries the labels
+// and value 1, when present, is the event's period; locations are leaf first;
+// a location's lines are frames, innermost first, as pprof models inlining
+// (the methods a JIT inlined, then the function that holds the code); a
+// location without a line is an unresolved address; Mapping.File names the module; each sample carries the labels
 // "comm" (string) and "pid" (numeric). A sample without locations counts as
 // one unresolved frame in an unknown module, a sample without labels as
 // command "[unknown]" and pid -1.
@@ -30,12 +31,17 @@
 //
 // With [Options.CallGraph], each entry is followed by a tree of the stacks
 // that contributed to it, like perf report -g graph,0.5: percentages are of
-// the whole profile, and branches below [Options.MinPercent] are hidden. In
-// self mode the tree starts at the sampled function and descends into its
-// callers, as perf prints it without --children. In children mode the tree
-// starts at the entry's outermost frame in each stack and descends into its
-// callees, so it sums to the children value; perf would also print the chains
-// of callers that reach the entry, which this leaves to self mode.
+// the whole profile, and branches below [Options.MinPercent] are hidden.
+// [Options.Order] chooses the direction, in perf report's words; the default
+// is perf's without -g. In self mode, callee order starts the tree at the
+// sampled function and descends into its callers (the default, perf
+// --no-children); caller order starts it at the stacks' outermost callers
+// and descends to the sampled function (perf -g caller). In children mode,
+// caller order starts the tree at the entry's outermost frame in each stack
+// and descends into its callees, so it sums to the children value (the
+// default; perf would also print the chains of callers that reach the entry,
+// which this leaves to self mode); callee order starts it at the entry's
+// innermost frame and descends into its callers.
 //
 // In text, an unresolved frame in a call graph reads "[unknown] (module)",
 // after perf script's "symbol (module)".
@@ -66,8 +72,9 @@
 //	  "samples":  int,     // samples whose leaf is in the entry
 //	  "self":     int,     // their weighing value
 //	  "children": int,     // children mode only: value of samples through the entry
-//	  "callers":  [node],  // self mode with Options.CallGraph: who called the leaf
-//	  "callees":  [node]   // children mode with Options.CallGraph: what the entry called
+//	  "callers":  [node],  // with Options.CallGraph, callee order: who called the entry
+//	  "callees":  [node]   // with Options.CallGraph, caller order: what the entry called
+//	                       // (children mode), or the stacks' outermost callers (self mode)
 //	}
 //
 // and a node of a call graph is
@@ -77,8 +84,8 @@
 //	  "module":  string,
 //	  "file":    string,   // when known
 //	  "value":   int,      // weighing value of the stacks through this node
-//	  "callers": [node],   // next frames outward (self mode)
-//	  "callees": [node]    // next frames inward (children mode)
+//	  "callers": [node],   // next frames outward (callee order)
+//	  "callees": [node]    // next frames inward (caller order)
 //	}
 //
 // Nodes are sorted by decreasing value; hidden branches and empty lists are
@@ -123,6 +130,12 @@ type Options struct {
 	// CallGraph prints each entry's call graph.
 	CallGraph bool
 
+	// Order is the order of a call graph's frames: OrderCallee walks
+	// stacks from the entry out to its callers, OrderCaller from the
+	// outermost caller in. Empty means perf report's order without -g:
+	// callee without Children, caller with it.
+	Order CallOrder
+
 	// MinPercent hides entries whose share of the total is below it, like
 	// perf report --percent-limit. Zero shows all.
 	MinPercent float64
@@ -164,7 +177,32 @@ func (o Options) check() ([]sortKey, error) {
 	if o.Value < 0 {
 		return nil, fmt.Errorf("report: negative value index %d", o.Value)
 	}
+	if _, err := ParseCallOrder(string(o.Order)); err != nil && o.Order != "" {
+		return nil, err
+	}
 	return keys, nil
+}
+
+// CallOrder is the order of a call graph's frames, in perf report's words.
+type CallOrder string
+
+const (
+	OrderCaller CallOrder = "caller" // from the outermost caller in
+	OrderCallee CallOrder = "callee" // from the entry out to its callers
+)
+
+// ParseCallOrder returns the order named s.
+func ParseCallOrder(s string) (CallOrder, error) {
+	switch o := CallOrder(s); o {
+	case OrderCaller, OrderCallee:
+		return o, nil
+	}
+	return "", fmt.Errorf("--call-graph %q: want caller or callee", s)
+}
+
+// outward tells whether call graphs go from entries out to their callers.
+func (o Options) outward() bool {
+	return o.Order == OrderCallee || (o.Order == "" && !o.Children)
 }
 
 // DefaultMinPercent is the threshold below which perf report hides call
@@ -266,7 +304,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 	b := builder{
 		m:      m,
 		byID:   make([]located, len(p.Location)+1),
-		locs:   make(map[*profile.Location]int32),
+		locs:   make(map[*profile.Location][]int32),
 		frames: make(map[[2]string]int32),
 		syms:   make(map[string]int32),
 		mods:   make(map[string]int32),
@@ -286,7 +324,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 		}
 		start := len(stacks)
 		for _, l := range s.Location {
-			stacks = append(stacks, b.location(l))
+			stacks = append(stacks, b.location(l)...)
 		}
 		if len(s.Location) == 0 {
 			stacks = append(stacks, b.frame(unknown, unknown, "", false, false))
@@ -318,32 +356,32 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 // A builder interns what the model's samples refer to.
 type builder struct {
 	m      *model
-	byID   []located                   // by location ID
-	locs   map[*profile.Location]int32 // for IDs byID does not hold
-	frames map[[2]string]int32         // by name and module
+	byID   []located                     // by location ID
+	locs   map[*profile.Location][]int32 // for IDs byID does not hold
+	frames map[[2]string]int32           // by name and module
 	syms   map[string]int32
 	mods   map[string]int32
 	comms  map[string]int32
 }
 
-// A located is a location and its frame.
+// A located is a location and its frames.
 type located struct {
-	loc   *profile.Location
-	frame int32
+	loc    *profile.Location
+	frames []int32
 }
 
-// location returns the frame of l. Profiles number their locations from 1
-// up, which makes the ID an index cheaper than a map lookup by pointer;
-// the map serves profiles numbered otherwise.
-func (b *builder) location(l *profile.Location) int32 {
+// location returns the frames of l, innermost first. Profiles number their
+// locations from 1 up, which makes the ID an index cheaper than a map lookup
+// by pointer; the map serves profiles numbered otherwise.
+func (b *builder) location(l *profile.Location) []int32 {
 	if l.ID < uint64(len(b.byID)) {
 		slot := &b.byID[l.ID]
 		if slot.loc == l {
-			return slot.frame
+			return slot.frames
 		}
 		if slot.loc == nil {
 			*slot = located{l, b.resolve(l)}
-			return slot.frame
+			return slot.frames
 		}
 	}
 	f, ok := b.locs[l]
@@ -354,23 +392,26 @@ func (b *builder) location(l *profile.Location) int32 {
 	return f
 }
 
-// resolve returns the frame of the function or address at l.
-func (b *builder) resolve(l *profile.Location) int32 {
+// resolve returns the frames of the function or address at l: with
+// inlining, the inlined functions innermost first, then the function the
+// address is in.
+func (b *builder) resolve(l *profile.Location) []int32 {
 	module := unknown
 	if l.Mapping != nil && l.Mapping.File != "" {
 		module = path.Base(l.Mapping.File)
 	}
-	name, file := unknown, ""
-	// With inlining the last line is the function the address is in.
-	if len(l.Line) > 0 {
-		if fn := l.Line[len(l.Line)-1].Function; fn != nil {
-			name = cmp.Or(fn.Name, fn.SystemName, unknown)
-			file = fn.Filename
-		}
-	}
 	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
 	jit := perfprof.IsJIT(l.Mapping)
-	return b.frame(name, module, file, kernel, jit)
+	var frames []int32
+	for _, line := range l.Line {
+		if fn := line.Function; fn != nil {
+			frames = append(frames, b.frame(cmp.Or(perfprof.PerfName(fn), unknown), module, fn.Filename, kernel, jit))
+		}
+	}
+	if len(frames) == 0 {
+		frames = append(frames, b.frame(unknown, module, "", kernel, jit))
+	}
+	return frames
 }
 
 func (b *builder) frame(name, module, file string, kernel, jit bool) int32 {

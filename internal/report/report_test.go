@@ -54,7 +54,9 @@ func newProfBuilder() *profBuilder {
 
 // add adds a sample of count samples and the given period. Frames are
 // "module:symbol", root first; the symbol "?" is an address of its own
-// that did not resolve, and "symbol@file" gives the source file.
+// that did not resolve, "symbol@file" gives the source file, and
+// "leaf|mid|fn" is a location of fn with mid and leaf inlined, lines
+// innermost first as pprof has them.
 func (b *profBuilder) add(comm string, pid, count, period int64, frames ...string) *profBuilder {
 	s := &profile.Sample{
 		Value:    []int64{count, period},
@@ -87,16 +89,57 @@ func (b *profBuilder) location(spec string) *profile.Location {
 	if sym == "?" {
 		return l
 	}
-	name, file, _ := strings.Cut(sym, "@")
-	fn := b.funcs[name]
-	if fn == nil {
-		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
-		b.funcs[name] = fn
-		b.p.Function = append(b.p.Function, fn)
+	for _, sym := range strings.Split(sym, "|") {
+		name, file, _ := strings.Cut(sym, "@")
+		fn := b.funcs[name]
+		if fn == nil {
+			fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
+			b.funcs[name] = fn
+			b.p.Function = append(b.p.Function, fn)
+		}
+		l.Line = append(l.Line, profile.Line{Function: fn, Line: 1})
 	}
-	l.Line = []profile.Line{{Function: fn, Line: 1}}
 	b.locs[spec] = l
 	return l
+}
+
+// TestInlinedLines: each line of a location is a frame, the last the
+// caller of the others, in every output that shows stacks.
+func TestInlinedLines(t *testing.T) {
+	p := newProfBuilder().
+		add("vm", 1, 3, 0, jit+":main", jit+":leaf@leaf.src|mid@mid.src|root@root.src").
+		add("vm", 1, 2, 0, jit+":main", jit+":mid@mid.src|root@root.src", libc+":memcmp").
+		add("vm", 1, 1, 0, jit+":main", jit+":root@root.src").
+		p
+	var b bytes.Buffer
+	if err := Folded(&b, p, Options{CommRoot: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "vm;main;root 1\nvm;main;root;mid;leaf 3\nvm;main;root;mid;memcmp 2\n"; got != want {
+		t.Errorf("folded:\n%s\nwant\n%s", got, want)
+	}
+	r := decode(t, p, Options{Children: true, CallGraph: true, Sort: []string{"symbol"}})
+	got := map[string][2]int64{}
+	for _, e := range r.Entries {
+		got[e.Symbol] = [2]int64{e.Self, *e.Children}
+	}
+	want := map[string][2]int64{"leaf": {3, 3}, "mid": {0, 5}, "root": {1, 6}, "main": {0, 6}, "memcmp": {2, 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("self and children by symbol: %v, want %v", got, want)
+	}
+	r = decode(t, p, Options{CallGraph: true, Sort: []string{"symbol"}})
+	for _, e := range r.Entries {
+		if e.Symbol != "leaf" {
+			continue
+		}
+		var chain []string
+		for n := e.Callers; len(n) > 0; n = n[0].Callers {
+			chain = append(chain, n[0].Symbol+"@"+n[0].File)
+		}
+		if want := []string{"leaf@leaf.src", "mid@mid.src", "root@root.src", "main@"}; !slices.Equal(chain, want) {
+			t.Errorf("leaf's callers %v, want %v", chain, want)
+		}
+	}
 }
 
 // processes is a profile of three processes, with unresolved frames in
@@ -142,6 +185,10 @@ var textTests = []struct {
 	{"period", processes, Options{Value: 1}},
 	{"recursion", recursion, Options{Children: true, CallGraph: true}},
 	{"recursion_callers", recursion, Options{CallGraph: true}},
+	{"callgraph_caller", processes, Options{CallGraph: true, Order: OrderCaller}},
+	{"children_callgraph_callee", processes, Options{Children: true, CallGraph: true, Order: OrderCallee}},
+	{"recursion_caller", recursion, Options{CallGraph: true, Order: OrderCaller}},
+	{"recursion_children_callee", recursion, Options{Children: true, CallGraph: true, Order: OrderCallee}},
 	{"empty", empty, Options{}},
 }
 

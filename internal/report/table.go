@@ -31,6 +31,7 @@ type table struct {
 	keys      []sortKey
 	by        [len(sortKeyNames)]bool
 	children  bool
+	outward   bool     // call graphs go from the entry to its callers (callee order)
 	min       float64  // Options.MinPercent
 	graphMin  float64  // Options.GraphMinPercent
 	sampleKey []uint32 // by sample: the high half of its keys
@@ -49,7 +50,7 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &table{model: m, keys: keys, children: o.Children, min: o.MinPercent, graphMin: o.GraphMinPercent, index: make(map[key]*entry)}
+	t := &table{model: m, keys: keys, children: o.Children, outward: o.outward(), min: o.MinPercent, graphMin: o.GraphMinPercent, index: make(map[key]*entry)}
 	for _, k := range keys {
 		t.by[k] = true
 	}
@@ -180,14 +181,25 @@ func (t *table) callGraphs() {
 	for i := range t.samples {
 		s := &t.samples[i]
 		if !t.children {
+			// A stack walked from its leaf out, or from its root in.
+			pos := 0
+			if !t.outward {
+				pos = len(s.stack) - 1
+			}
 			if e := t.entry(i, s.stack[0]); e.listed {
-				e.refs = append(e.refs, ref{int32(i), 0})
+				e.refs = append(e.refs, ref{int32(i), int32(pos)})
 			}
 			continue
 		}
-		// Going root first makes the first frame of an entry its outermost
-		// one, whose callees include those of any recursive call.
-		for j := len(s.stack) - 1; j >= 0; j-- {
+		// The first frame of an entry met going root first is its
+		// outermost, whose callees include those of any recursive call;
+		// going leaf first, its innermost, whose callers include the
+		// recursion's.
+		for k := range s.stack {
+			j := k
+			if !t.outward {
+				j = len(s.stack) - 1 - k
+			}
 			if e := t.entry(i, s.stack[j]); e.seen != i+1 {
 				e.seen = i + 1
 				if e.listed {
@@ -197,7 +209,7 @@ func (t *table) callGraphs() {
 		}
 	}
 	b := treeBuilder{t: t, step: 1, slots: make([]int, len(t.frames))}
-	if t.children {
+	if !t.outward {
 		b.step = -1
 	}
 	for _, e := range t.entries {

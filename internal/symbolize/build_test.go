@@ -147,6 +147,14 @@ type sample struct {
 	want     string
 }
 
+// ruleQuery asks UnwindRule for the frame Lookup finds at ip of pid at
+// time; want is the rule's String, "" for none.
+type ruleQuery struct {
+	pid      uint32
+	ip, time uint64
+	want     string
+}
+
 type commQuery struct {
 	tid  uint32
 	time uint64
@@ -165,6 +173,7 @@ type buildCase struct {
 	opts     Options
 	samples  []sample
 	comms    []commQuery
+	rules    []ruleQuery
 	warns    []string // what each warning holds, in order
 }
 
@@ -188,6 +197,15 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	elfA, elfB := lay.Offsets[0], lay.Offsets[1]
+	// A function that builds a frame (push rbp; mov rbp, rsp), and one that
+	// builds none, as x86-64 call frame information says.
+	framed := unwindingInfo(t, 0x20, jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(6, 2).AdvanceLoc(3).DefCFARegister(6))
+	frameless := unwindingInfo(t, 0x20, nil)
+	cfiImg, cfiLay, err := jitelf.Append(nil, jitelf.Options{}, []jitelf.Function{{Name: "elf_framed", Code: make([]byte, 0x20), Unwind: framed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elfFramed := elfBase + cfiLay.Offsets[0]
 	otherID := bytes.Repeat([]byte{0xee}, jitelf.BuildIDSize)
 
 	tests := []buildCase{{
@@ -430,6 +448,30 @@ func TestBuild(t *testing.T) {
 		},
 		warns: []string{"1 lines of"},
 	}, {
+		// A runtime reused 0x30001000 at 100 and 200: each line holds from
+		// when jitprof record saw it appear, parts of a larger one outside
+		// a later one included; before its first time an address has no name.
+		name: "a perf map's lines hold from when they appeared",
+		records: []perfdata.Record{
+			mmap(p1, 10, 0x30000000, 0x10000, "//anon"),
+		},
+		files: map[string]string{
+			"perf-4194305.map":       "30001000 100 a\n30003000 10 early\n30001000 40 b\n30001000 20 c\n",
+			"perf-4194305.map.times": "1 0\n2 50\n3 100\n4 200\n",
+		},
+		opts: Options{PerfMapDirs: []string{"$DIR"}},
+		samples: []sample{
+			{p1, 0x30001010, 20, "a@perf-4194305.map"},
+			{p1, 0x30001010, 99, "a@perf-4194305.map"},
+			{p1, 0x30001010, 100, "b@perf-4194305.map"},
+			{p1, 0x30001030, 150, "b@perf-4194305.map"},
+			{p1, 0x30001050, 150, "a@perf-4194305.map"},
+			{p1, 0x30001010, 200, "c@perf-4194305.map"},
+			{p1, 0x30001030, 250, "b@perf-4194305.map"},
+			{p1, 0x30003000, 49, "@//anon"},
+			{p1, 0x30003000, 50, "early@perf-4194305.map"},
+		},
+	}, {
 		name: "a runtime in another pid namespace",
 		records: []perfdata.Record{
 			marker(p1, 100, "$DIR/jit-7.dump"),
@@ -495,6 +537,33 @@ func TestBuild(t *testing.T) {
 			{p1, kernelAdr, 30, "@[kernel.kallsyms]"},
 		},
 		warns: []string{"lib-changed.so: build-id " + hex.EncodeToString(lay.BuildID[:]) + " differs from the recorded eeee"},
+	}, {
+		// A jitted function's rules follow it where it moves, and leave
+		// its old place to the function loaded there next.
+		name: "call frame information as held at the time",
+		records: []perfdata.Record{
+			withBuildID(cfiLay.BuildID[:], mmap(p1, 5, elfBase, 0x1000, "$DIR/cfi.so")),
+			mmap(p1, 5, 0x10000000, 0x100000, "//anon"),
+			marker(p1, 6, "$DIR/jit-1.dump"),
+		},
+		dumps: []testDump{{path: "jit-1.dump", pid: p1, recs: []jitdump.Record{
+			framed, load(10, 1, codeA, 0x20, "framed"),
+			move(30, 1, codeA, codeB, 0x20),
+			frameless, load(40, 2, codeA, 0x20, "frameless"),
+		}}},
+		files: map[string]string{"cfi.so": string(cfiImg)},
+		rules: []ruleQuery{
+			{p1, codeA, 20, "rsp+8 ra=c-8"},
+			{p1, codeA + 1, 20, "rsp+16 ra=c-8 rbp=c-16"},
+			{p1, codeA + 8, 20, "rbp+16 ra=c-8 rbp=c-16"},
+			{p1, codeB + 8, 20, ""},
+			{p1, codeB + 8, 35, "rbp+16 ra=c-8 rbp=c-16"},
+			{p1, codeA + 8, 35, ""},
+			{p1, codeA + 8, 50, "rsp+8 ra=c-8"},
+			{p1, codeA + 0x20, 50, ""},
+			{p1, elfFramed + 8, 50, "rbp+16 ra=c-8 rbp=c-16"},
+			{p1, elfFramed + 0x20, 50, ""},
+		},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -574,6 +643,15 @@ func runBuildCase(t *testing.T, tc buildCase) {
 	for _, c := range tc.comms {
 		if got := space.Comm(c.tid, c.time); got != c.want {
 			t.Errorf("Comm(%d, %d) = %q, want %q", c.tid, c.time, got, c.want)
+		}
+	}
+	for _, q := range tc.rules {
+		got := ""
+		if r, ok := space.UnwindRule(space.Lookup(q.pid, q.ip, q.time, false)); ok {
+			got = r.String()
+		}
+		if got != q.want {
+			t.Errorf("UnwindRule at pid %d ip %#x time %d: %q, want %q", q.pid, q.ip, q.time, got, q.want)
 		}
 	}
 	if len(warns) != len(tc.warns) {
@@ -783,4 +861,18 @@ func TestBuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unwindingInfo is the UNWINDING_INFO of an x86-64 function of size bytes
+// whose rules at entry (the return address just above the stack pointer)
+// change as program says.
+func unwindingInfo(t *testing.T, size uint64, program jitdump.CFAProgram) *jitdump.UnwindingInfo {
+	t.Helper()
+	fi := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: 16,
+		Initial: jitdump.CFAProgram{}.DefCFA(7, 8).Offset(16, 1), Instructions: program}
+	u, err := fi.UnwindingInfo(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -9,8 +9,9 @@
 // it, a moved function leaves its old place. Lookup then answers for any
 // (pid, address, time): a jitted function with its source lines, a symbol
 // of an ELF file (perf's rules, build-ids checked, separate debug files
-// found), a perf map's entry (/tmp/perf-<pid>.map, no times: the latest
-// line wins), the vDSO or a kernel symbol (/proc/kallsyms).
+// found), a perf map's entry (perf-<pid>.map: each line holds from when
+// jitprof record saw it appear, or, when that is not known, the latest line
+// wins), the vDSO or a kernel symbol (/proc/kallsyms).
 //
 // A built Space is not changed again except for symbol tables loaded on
 // first use, behind sync.Once, so Lookup may be called from many
@@ -32,8 +33,8 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
-	"github.com/jitprof/jitprof/perfmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +67,10 @@ type Module struct {
 
 	load    sync.Once
 	table   *elfsym.Table // nil when there is none, or it could not be used
-	perfMap *perfmap.Table
+	perfMap timeline      // for PerfMap: its entries, placed at their times
+
+	unwindOnce sync.Once
+	unwind     *unwind.Table // nil when the file has none, or it could not be used
 }
 
 // Stripped tells whether m is an ELF file whose symbols, as read for
@@ -157,6 +161,7 @@ type Space struct {
 	// sameKernel tells that the recording was made on the running
 	// kernel, whose kallsyms and vDSO are then the recorded ones.
 	sameKernel bool
+	unwind     unwindTables
 }
 
 type moduleKey struct {
@@ -405,14 +410,18 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 	}
 	r := p.find(addr, t)
 	if r != nil {
-		f.From, f.Until = r.from, r.until // a perf map has no times: the answer holds as long as r
+		f.From, f.Until = r.from, r.until
 	}
 	if r == nil || r.module.Kind == Anon {
 		if m := s.perfMap(p); m != nil {
-			if e, ok := m.perfMap.Lookup(addr); ok {
-				f.Module, f.Symbol = m, Symbol{Name: e.Name, Start: e.Start, End: e.Start + e.Size}
+			e := m.perfMap.find(addr, t)
+			if e != nil {
+				f.Module, f.Symbol = m, Symbol{Name: e.entry.Name, Start: e.entry.Start, End: e.entry.Start + e.entry.Size}
+				f.From, f.Until = max(f.From, e.from), min(f.Until, e.until)
 				return f
 			}
+			from, until := m.perfMap.gap(addr, t)
+			f.From, f.Until = max(f.From, from), min(f.Until, until)
 		}
 		if r != nil {
 			f.Module = r.module
@@ -526,9 +535,27 @@ func (f *Files) VDSOTable(running bool) (*elfsym.Table, error) {
 // perfMap returns the module of p's perf map, or nil when it has none.
 func (s *Space) perfMap(p *process) *Module {
 	p.mapOnce.Do(func() {
-		if t, path := jitsources.PerfMap(p.pid, s.opts.PerfMapDirs, s.opts.Warn); t != nil {
-			p.perfMap = &Module{Name: path, Kind: PerfMap, perfMap: t}
+		pm := jitsources.FindPerfMap(p.pid, s.opts.PerfMapDirs, s.opts.Warn)
+		if pm == nil {
+			return
 		}
+		m := &Module{Name: pm.Path, Kind: PerfMap}
+		// Placed in time order, and in map order at equal times, each
+		// entry retires what it overlaps: the later one holds.
+		order := make([]int, len(pm.Entries))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(pm.Times[i], pm.Times[j]) })
+		for _, i := range order {
+			e := &pm.Entries[i]
+			if e.Size == 0 || e.Start+e.Size < e.Start {
+				continue // names no address
+			}
+			m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, entry: e})
+		}
+		m.perfMap.index()
+		p.perfMap = m
 	})
 	return p.perfMap
 }

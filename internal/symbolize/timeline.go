@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/perfmap"
 )
 
 // forever is the end of time: a region still in place when the recording
@@ -23,6 +24,7 @@ type region struct {
 	pgoff  uint64
 	module *Module
 	fn     *dumpindex.Code // for JIT regions
+	entry  *perfmap.Entry  // for a perf map's regions
 }
 
 // timeline is every region a process had during the recording.
@@ -124,4 +126,22 @@ func (tl *timeline) find(addr, t uint64) *region {
 		}
 	}
 	return nil
+}
+
+// gap returns the times around t, [from, until), in which no region held
+// addr, when none holds it at t.
+func (tl *timeline) gap(addr, t uint64) (from, until uint64) {
+	until = forever
+	i := sort.Search(len(tl.regions), func(k int) bool { return tl.regions[k].start > addr }) - 1
+	for ; i >= 0 && tl.maxEnd[i] > addr; i-- {
+		r := &tl.regions[i]
+		switch {
+		case addr >= r.end:
+		case r.until <= t:
+			from = max(from, r.until)
+		case r.from > t:
+			until = min(until, r.from)
+		}
+	}
+	return from, until
 }

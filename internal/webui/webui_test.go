@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -267,4 +268,59 @@ func TestScreenshot(t *testing.T) {
 	base := serveTest(t, p)
 	chromium(t, browser, "--screenshot="+out, "--window-size=1400,900", "--hide-scrollbars", base+"/ui/flamegraph")
 	t.Logf("wrote %s", out)
+}
+
+// boxText matches the names the flame graph drew in its boxes.
+var boxText = regexp.MustCompile(`<div class="boxtext"[^>]*>([^<]*)</div>`)
+
+// TestFlameGraphNames: on a real node recording, the flame graph draws
+// named JavaScript functions by their whole names, such as "JS:*get total",
+// never by the end of their script's path after a dot ("js:11:12"), as
+// pprof would cut V8's own names; its header names node as the program.
+func TestFlameGraphNames(t *testing.T) {
+	browser := fixtures.LookPath(t, "chromium")
+	rec := fixtures.Record(t, fixtures.NodeNames, "-g")
+	res, err := perfprof.Run(perfprof.Options{Input: rec.PerfData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the flame graph must not draw: the ends of named functions'
+	// V8 names after a dot. Nameless ones keep V8's name, place and all.
+	cut := map[string]string{}
+	named := regexp.MustCompile(`^JS:[~^+*]?[^ ~^+*]`)
+	for _, fn := range res.Profile.Function {
+		if named.MatchString(fn.SystemName) {
+			for i, c := range fn.SystemName {
+				if c == '.' {
+					cut[fn.SystemName[i+1:]] = fn.SystemName
+				}
+			}
+		}
+	}
+	if len(cut) == 0 {
+		t.Fatal("the profile has no named JavaScript function")
+	}
+	base := serveTest(t, res.Profile)
+
+	page := get(t, base+"/ui/flamegraph")
+	if m := regexp.MustCompile(`id="details">([^<]*)<`).FindStringSubmatch(page); m == nil || !strings.HasPrefix(m[1], "node ") {
+		t.Errorf("the header names %q as the program, want node", m)
+	}
+
+	dom := html.UnescapeString(chromium(t, browser, "--window-size=1000,800", "--dump-dom", base+"/ui/flamegraph"))
+	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)$`)
+	drawn := map[string]bool{}
+	for _, m := range boxText.FindAllStringSubmatch(dom, -1) {
+		text := m[1]
+		if raw, ok := cut[text]; ok {
+			t.Errorf("the flame graph draws %q for %q", text, raw)
+		}
+		if whole.MatchString(text) {
+			drawn[whole.FindStringSubmatch(text)[1]] = true
+		}
+	}
+	t.Logf("%d boxes drawn; whole JavaScript names among them: %v", len(boxText.FindAllString(dom, -1)), slices.Sorted(maps.Keys(drawn)))
+	if len(drawn) < 3 {
+		t.Errorf("the flame graph draws %d of the workload's named functions by their names (%v), want 3 or more", len(drawn), drawn)
+	}
 }

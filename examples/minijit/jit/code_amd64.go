@@ -43,16 +43,23 @@ var trap = []byte{0xcc} // int3
 
 func (a *asm) emit(b ...byte) { a.code = append(a.code, b...) }
 
-// enter builds the frame: push rbp; mov rbp, rsp.
+// enter builds the frame, if any: push rbp; mov rbp, rsp.
 func (a *asm) enter() {
+	if !a.withFrame {
+		return
+	}
 	a.emit(0x55)
 	a.frame.saved = len(a.code)
 	a.emit(0x48, 0x89, 0xe5)
 	a.frame.set = len(a.code)
 }
 
-// leave drops the frame and returns: pop rbp; ret.
+// leave drops the frame, if any, and returns: pop rbp; ret.
 func (a *asm) leave() {
+	if !a.withFrame {
+		a.emit(0xc3)
+		return
+	}
 	a.emit(0x5d)
 	a.frame.restored = len(a.code)
 	a.emit(0xc3)

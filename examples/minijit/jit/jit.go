@@ -6,10 +6,12 @@
 // that calls a kernel repeatedly into executable memory, and runs them from
 // Go.
 //
-// Every generated function builds a frame (push rbp; mov rbp, rsp on amd64,
-// stp x29, x30 on arm64), so that frame-pointer call chains (perf record -g)
-// pass through it, and comes with call frame information saying so, so that
-// DWARF call chains (perf record --call-graph dwarf) do too.
+// By default every generated function builds a frame (push rbp; mov rbp, rsp
+// on amd64, stp x29, x30 on arm64), so that frame-pointer call chains (perf
+// record -g) pass through it, and comes with call frame information saying
+// so, so that DWARF call chains (perf record --call-graph dwarf) do too.
+// Frameless code (amd64 only) builds none, as optimizing JITs often do:
+// then only the call frame information leads to the caller.
 //
 // Only amd64 and arm64 are supported: each needs its own instruction
 // encoder and call trampoline.
@@ -23,6 +25,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/jitdump"
+)
+
+// Frame says whether generated code builds a frame.
+type Frame bool
+
+const (
+	WithFrame Frame = true
+	// Frameless code leaves the frame pointer alone, so that a
+	// frame-pointer walk from it skips its caller.
+	Frameless Frame = false
 )
 
 // Source is the pseudo source file the generated code's line tables name.
@@ -94,7 +106,7 @@ func (k *Kernel) Eval(n uint64) uint64 {
 type Code struct {
 	Bytes []byte
 	lines []lineAt
-	frame frameAt
+	frame frameAt // zero when frameless
 }
 
 // lineAt says the instructions from Off on come from Line of Source.
@@ -111,8 +123,8 @@ type frameAt struct{ saved, set, restored int }
 // Compile assembles the kernel for this host. The line table gives the
 // prologue the kernel's first line, each body op a line of its own, then the
 // loop branch and the epilogue, so a profile by line shows which part ran.
-func (k *Kernel) Compile() *Code {
-	a := asm{line: k.Line}
+func (k *Kernel) Compile(fr Frame) *Code {
+	a := asm{line: k.Line, withFrame: bool(fr)}
 	a.mark()
 	a.enter()
 	a.zero(regAcc)
@@ -148,8 +160,8 @@ func (k *Kernel) Compile() *Code {
 // calling jitted code. Its own work, a few instructions per call, is
 // negligible next to a kernel's thousands of iterations, so the time spent
 // in it is all but entirely its callees'.
-func CompileDriver() *Code {
-	a := asm{line: DriverLine}
+func CompileDriver(fr Frame) *Code {
+	a := asm{line: DriverLine, withFrame: bool(fr)}
 	a.mark()
 	a.enter()
 	a.zero(regSum)
@@ -174,6 +186,9 @@ type asm struct {
 	lines []lineAt
 	line  uint32 // the next line mark gives
 	frame frameAt
+	// withFrame makes enter and leave build and drop a frame; without,
+	// leave only returns.
+	withFrame bool
 }
 
 // mark starts the next source line at the current offset.
@@ -199,13 +214,17 @@ func (c *Code) Lines(addr uint64) []jitdump.DebugEntry {
 // bytes and push rbp 8 more, arm64's stp 16).
 const frameCFA = 16
 
-// Unwinding returns the code's unwinding tables: at entry the caller's
-// frame is found from the stack pointer; once the prologue has saved the
+// Unwinding returns the code's unwinding tables: at entry (and throughout
+// frameless code) the caller's frame is found from the stack pointer; once the prologue has saved the
 // frame pointer (and, on arm64, the return address) and pointed the frame
 // pointer at them, from the frame pointer; after the epilogue has restored
 // them, from the stack pointer again.
 func (c *Code) Unwinding() (*jitdump.UnwindingInfo, error) {
 	f := c.frame
+	if f == (frameAt{}) {
+		fi := jitdump.FrameInfo{CodeAlign: codeAlign, DataAlign: -8, ReturnAddress: regRADwarf, Initial: entryRules}
+		return fi.UnwindingInfo(uint64(len(c.Bytes)))
+	}
 	p := jitdump.CFAProgram{}.AdvanceLoc(uint32(f.saved) / codeAlign).DefCFAOffset(frameCFA)
 	for _, s := range frameSaves {
 		p = p.Offset(s.reg, s.slot)

@@ -4,8 +4,17 @@ package jit
 
 import (
 	"os"
+	"runtime"
 	"testing"
 )
+
+// frames are the kinds of code this host's generator makes.
+func frames() []Frame {
+	if runtime.GOARCH == "amd64" {
+		return []Frame{WithFrame, Frameless}
+	}
+	return []Frame{WithFrame}
+}
 
 var kernels = []*Kernel{&LoopA, &LoopB, &LoopC, &LoopD, &LoopE}
 
@@ -29,14 +38,16 @@ func TestKernels(t *testing.T) {
 
 func runKernels(t *testing.T, r *Region) {
 	t.Helper()
-	for i, k := range kernels {
-		addr, err := r.Put(i*slot, k.Compile().Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range []uint64{0, 1, 2, 3, 1000, 1 << 20} {
-			if got, want := Call(addr, n), k.Eval(n); got != want {
-				t.Errorf("%s(%d) = %d, want %d", k.Name, n, got, want)
+	for _, fr := range frames() {
+		for i, k := range kernels {
+			addr, err := r.Put(i*slot, k.Compile(fr).Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []uint64{0, 1, 2, 3, 1000, 1 << 20} {
+				if got, want := Call(addr, n), k.Eval(n); got != want {
+					t.Errorf("%s(%d), frame %v = %d, want %d", k.Name, n, fr, got, want)
+				}
 			}
 		}
 	}
@@ -52,18 +63,20 @@ func TestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	driver, err := r.Put(0, CompileDriver().Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, k := range kernels {
-		addr, err := r.Put((i+1)*slot, k.Compile().Bytes)
+	for _, fr := range frames() {
+		driver, err := r.Put(0, CompileDriver(fr).Bytes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []struct{ n, calls uint64 }{{0, 0}, {5, 0}, {0, 3}, {1, 1}, {1000, 7}, {1 << 16, 3}} {
-			if got, want := Drive(driver, addr, c.n, c.calls), c.calls*k.Eval(c.n); got != want {
-				t.Errorf("driver calling %s(%d) %d times = %d, want %d", k.Name, c.n, c.calls, got, want)
+		for i, k := range kernels {
+			addr, err := r.Put((i+1)*slot, k.Compile(fr).Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct{ n, calls uint64 }{{0, 0}, {5, 0}, {0, 3}, {1, 1}, {1000, 7}, {1 << 16, 3}} {
+				if got, want := Drive(driver, addr, c.n, c.calls), c.calls*k.Eval(c.n); got != want {
+					t.Errorf("driver calling %s(%d) %d times, frame %v = %d, want %d", k.Name, c.n, c.calls, fr, got, want)
+				}
 			}
 		}
 	}
@@ -77,7 +90,7 @@ func TestMoveAndReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	b := LoopB.Compile().Bytes
+	b := LoopB.Compile(WithFrame).Bytes
 	if _, err := r.Put(0, b); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +101,7 @@ func TestMoveAndReuse(t *testing.T) {
 	if err := r.Free(0, len(b)); err != nil {
 		t.Fatal(err)
 	}
-	reused, err := r.Put(0, LoopD.Compile().Bytes)
+	reused, err := r.Put(0, LoopD.Compile(WithFrame).Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +120,10 @@ func TestLines(t *testing.T) {
 		code  *Code
 		lines int
 	}
-	fns := []fn{{DriverName, DriverLine, CompileDriver(), 4}} // prologue, call, loop branch, epilogue
+	fns := []fn{{DriverName, DriverLine, CompileDriver(WithFrame), 4}} // prologue, call, loop branch, epilogue
 	for _, k := range kernels {
 		// prologue, one line per op, loop branch, epilogue
-		fns = append(fns, fn{k.Name, k.Line, k.Compile(), len(k.Body) + 3})
+		fns = append(fns, fn{k.Name, k.Line, k.Compile(WithFrame), len(k.Body) + 3})
 	}
 	for _, f := range fns {
 		es := f.code.Lines(0x1000)

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/perfprof"
+)
+
+// TestPerfMapReuse: a JIT that gives B the address A had and names both in
+// its perf map (perfmap_reuse.c) has each named for the time it held the
+// address, its share of the samples its share of the CPU time by its own
+// measure. jitprof record's copy of the map says when each line appeared;
+// without it (as perf report reads the map, once, at the end) one name takes
+// every sample, which the truth rejects.
+func TestPerfMapReuse(t *testing.T) {
+	fixtures.RealTier(t, "recording a JIT")
+	bin := fixtures.BuildC(t, "perfmap_reuse.c", "-O2")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	code, stdout, stderr := jitprofMsg(t, "record", "-q", "-F", "1999", "-o", data, "--", bin, "1", "0.5")
+	if code != 0 {
+		t.Fatalf("record: exit %d:\n%s", code, stderr)
+	}
+	var truth map[string]int64
+	if err := json.Unmarshal([]byte(stdout), &truth); err != nil {
+		t.Fatalf("the workload's truth: %v\n%s", err, stdout)
+	}
+	maps, _ := filepath.Glob(filepath.Join(dir, "perf-*.map"))
+	if len(maps) != 1 {
+		t.Fatalf("the recording's directory has maps %q, want the workload's", maps)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join("/tmp", filepath.Base(maps[0]))) })
+
+	shares := func() map[string]int {
+		res, err := perfprof.Run(perfprof.Options{Input: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int{}
+		for name, n := range fixtures.LeafCounts(res.Profile, perfprof.PerfName) {
+			if _, ok := truth[name]; ok {
+				counts[name] = n
+			}
+		}
+		return counts
+	}
+	fixtures.CheckCPUShares(t, "jitprof report", truth, shares())
+
+	// An archive carries the times with the map.
+	code, here := jitprof(t, "report", "-q", "-i", data)
+	ar := filepath.Join(t.TempDir(), "rec.tar.gz")
+	if c, _, stderr := jitprofMsg(t, "archive", "-i", data, "-o", ar); c != 0 || code != 0 {
+		t.Fatalf("report: exit %d; archive: exit %d\n%s", code, c, stderr)
+	}
+	if code, there := jitprof(t, "report", "-q", "-i", ar); code != 0 || there != here {
+		t.Errorf("the archive's report (exit %d) differs from the recording's:\n%.1000s\nhere:\n%.1000s", code, there, here)
+	}
+
+	perf, _ := fixtures.SymbolCounts(t, data, "-g", "none")
+	t.Logf("perf report, the map read once: reused_A %d, reused_B %d samples", perf["reused_A"], perf["reused_B"])
+
+	// The times are what tells A's samples from B's.
+	if err := os.Remove(maps[0] + jitsources.TimesSuffix); err != nil {
+		t.Fatal(err)
+	}
+	untimed := shares()
+	t.Logf("without the times: %v", untimed)
+	if a, b := untimed["reused_A"], untimed["reused_B"]; a != 0 || b == 0 {
+		t.Errorf("without the times, the last line should take every sample: reused_A %d, reused_B %d", a, b)
+	}
+}
+
+// TestContainer: node in its own pid and mount namespaces, with its own
+// /tmp, writes its dump and perf map there under the pid it has in the
+// container; `jitprof record -a` keeps them under node's pid on the host,
+// and once the container is gone, with its /tmp, `jitprof report` still names
+// node's JavaScript functions, hot's and cold's shares those of the CPU time
+// the script measured. Without the copies they are unnamed.
+func TestContainer(t *testing.T) {
+	fixtures.RealTier(t, "running node in a container")
+	unshare, node := fixtures.LookPath(t, "unshare"), fixtures.LookPath(t, "node")
+	workload := fixtures.Workload(t, "hotcold.js")
+	if strings.HasPrefix(workload, "/tmp/") {
+		t.Skipf("the workload %s is in /tmp, which the container's own /tmp hides", workload)
+	}
+	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
+		t.Run(flag, func(t *testing.T) {
+			script := fmt.Sprintf("mount -t tmpfs tmpfs /tmp && cd /tmp && exec %s %s --interpreted-frames-native-stack %s 4", node, flag, workload)
+			container := exec.Command(unshare, "--pid", "--mount", "--fork", "sh", "-c", script)
+			stdout, err := container.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			container.Stderr = os.Stderr
+			if err := container.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				container.Process.Kill()
+				container.Wait()
+			})
+			pid := childOf(t, container.Process.Pid)
+			nspid, err := jitsources.NamespacePid(uint32(pid))
+			if err != nil || nspid == uint32(pid) {
+				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
+			}
+			time.Sleep(300 * time.Millisecond) // node starts, and opens its dump
+			dir := t.TempDir()
+			data := filepath.Join(dir, "perf.data")
+			if code, _, stderr := jitprofMsg(t, "record", "-a", "-q", "--duration", "2.5", "-o", data); code != 0 {
+				t.Fatalf("record -a: exit %d:\n%s", code, stderr)
+			}
+			out, _ := bufio.NewReader(stdout).ReadString('\n')
+			if err := container.Wait(); err != nil {
+				t.Fatalf("the container: %v", err)
+			}
+			var truth map[string]int64
+			if err := json.Unmarshal([]byte(out), &truth); err != nil {
+				t.Fatalf("the script's truth: %v: %q", err, out)
+			}
+
+			code, text := jitprof(t, "report", "-i", data, "--pid", strconv.Itoa(pid), "-q")
+			if code != 0 || !strings.Contains(text, "JS:*hot ") || !strings.Contains(text, "JS:*cold ") {
+				t.Errorf("report (exit %d) does not name hot and cold:\n%.3000s", code, text)
+			}
+			counts := jsCounts(t, data, pid)
+			fixtures.CheckCPUShares(t, "jitprof report", truth, counts)
+
+			copies, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("*-%d.*", pid)))
+			t.Logf("copied: %q", copies)
+			for _, c := range copies {
+				if err := os.Remove(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if without := jsCounts(t, data, pid); without["hot"]+without["cold"] != 0 {
+				t.Errorf("without record's copies, the container's gone files name functions: %v", without)
+			}
+		})
+	}
+}
+
+// childOf waits for process pid's first child and returns it.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	for range 500 {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			child, err := strconv.Atoi(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return child
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d started no child", pid)
+	return 0
+}
+
+// jsCounts returns the samples of process pid in each JavaScript function,
+// by its name alone: JS:*hot /path/hotcold.js:2:13 counts for hot.
+func jsCounts(t *testing.T, data string, pid int) map[string]int {
+	t.Helper()
+	res, err := perfprof.Run(perfprof.Options{Input: data, Filter: perfprof.Filter{Pids: []uint32{uint32(pid)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for name, n := range fixtures.LeafCounts(res.Profile, perfprof.PerfName) {
+		if rest, ok := strings.CutPrefix(name, "JS:"); ok {
+			if f := strings.Fields(strings.TrimLeft(rest, "*~^+")); len(f) > 0 && (f[0] == "hot" || f[0] == "cold") {
+				counts[f[0]] += n
+			}
+		}
+	}
+	return counts
+}

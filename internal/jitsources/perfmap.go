@@ -1,0 +1,176 @@
+package jitsources
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/jitprof/jitprof/perfmap"
+)
+
+// A perf map has no times: a runtime that reuses an address appends a line
+// for the new function and leaves the old one. jitprof record reads each
+// process's map while it grows and keeps a copy beside the recording,
+// perf-<recorded pid>.map, with a times file, the copy's name and
+// TimesSuffix: one line "LINES TIME" (decimal) each time it found the map
+// grown, saying that the map's first LINES lines were there at TIME,
+// CLOCK_MONOTONIC nanoseconds, the clock of the recording. Each entry then
+// holds from the time it appeared. A times file rather than a jitdump made
+// of the map: a dump's functions carry their code, which a map does not
+// give (read from the process later it may already be the code of the
+// function that took the address), and they would name code in the
+// process's files that a perf map never overrides.
+
+// TimesSuffix ends the name of a perf map's times file: perf-1234.map.times.
+const TimesSuffix = ".times"
+
+// AppendTimes writes a line of a times file: the map's first lines lines
+// were there at t.
+func AppendTimes(w io.Writer, lines int, t uint64) error {
+	_, err := fmt.Fprintf(w, "%d %d\n", lines, t)
+	return err
+}
+
+// timesRow is a line of a times file.
+type timesRow struct {
+	lines int
+	time  uint64
+}
+
+// maxTimesLine bounds a good line of a times file: two decimal numbers.
+const maxTimesLine = 2*20 + 2
+
+// parseTimes reads a times file. The rows before a bad line are kept; the
+// error names the file and the bad line's offset.
+func parseTimes(data []byte, file string) ([]timesRow, error) {
+	var rows []timesRow
+	for off := 0; off < len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			// The recorder stopped mid-line: what it wrote whole holds.
+			return rows, nil
+		}
+		line := data[off : off+end]
+		bad := func(msg string) ([]timesRow, error) {
+			return rows, fmt.Errorf("%s: offset %d: %s: %q; the map's later lines are taken to appear at the last time before", file, off, msg, line[:min(len(line), maxTimesLine)])
+		}
+		l, t, ok := bytes.Cut(line, []byte{' '})
+		if !ok || len(line) > maxTimesLine {
+			return bad("not LINES TIME")
+		}
+		n, err1 := strconv.Atoi(string(l))
+		ts, err2 := strconv.ParseUint(string(t), 10, 64)
+		if err1 != nil || err2 != nil || n < 0 {
+			return bad("not LINES TIME")
+		}
+		if k := len(rows); k > 0 && (n < rows[k-1].lines || ts < rows[k-1].time) {
+			return bad("before the line above")
+		}
+		rows = append(rows, timesRow{n, ts})
+		off += end + 1
+	}
+	return rows, nil
+}
+
+// PerfMap is a process's perf map, each entry with the time from which it
+// holds.
+type PerfMap struct {
+	Path    string
+	Entries []perfmap.Entry // in map order
+	// Times are, one per entry, when it appeared in perf's clock; 0 when
+	// that is not known (a map without a times file, or the lines the map
+	// had when jitprof record first saw it), which places the entry before
+	// any sample. Where entries overlap, of those that appeared by a time
+	// the later one holds.
+	Times []uint64
+}
+
+// FindPerfMap reads the perf map of process pid: perf-<pid>.map in dirs
+// (where jitprof record puts its copies, with their times), in the
+// process's own root while it runs (a container's /tmp, where the runtime
+// names it by its pid in its own pid namespace), or in /tmp. It returns nil
+// when there is none.
+func FindPerfMap(pid uint32, dirs []string, warn func(error)) *PerfMap {
+	name := fmt.Sprintf("perf-%d.map", pid)
+	var candidates []string
+	for _, d := range dirs {
+		candidates = append(candidates, filepath.Join(d, name))
+	}
+	if nspid, err := NamespacePid(pid); err == nil {
+		candidates = append(candidates, filepath.Join(procPath(pid, "root"), "tmp", fmt.Sprintf("perf-%d.map", nspid)))
+	}
+	candidates = append(candidates, filepath.Join("/tmp", name))
+	for _, path := range candidates {
+		entries, bad, err := perfmap.ParseFile(path)
+		if err != nil {
+			continue
+		}
+		if len(bad) > 0 {
+			warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
+		}
+		m := &PerfMap{Path: path, Entries: entries, Times: make([]uint64, len(entries))}
+		data, err := os.ReadFile(path + TimesSuffix)
+		if errors.Is(err, os.ErrNotExist) {
+			return m
+		}
+		if err != nil {
+			warn(fmt.Errorf("%s: %w; its entries are taken in map order, the last one holding", path+TimesSuffix, err))
+			return m
+		}
+		rows, err := parseTimes(data, path+TimesSuffix)
+		if err != nil {
+			warn(err)
+		}
+		if len(rows) == 0 {
+			return m
+		}
+		for i, e := range entries {
+			k, _ := slices.BinarySearchFunc(rows, e.Line, func(r timesRow, line int) int { return r.lines - line })
+			m.Times[i] = rows[min(k, len(rows)-1)].time
+		}
+		return m
+	}
+	return nil
+}
+
+// procPath is /proc/PID/name.
+func procPath(pid uint32, name string) string {
+	return filepath.Join("/proc", strconv.FormatUint(uint64(pid), 10), name)
+}
+
+// NamespacePid returns the pid process pid (of this pid namespace) has in its
+// own pid namespace, the innermost: the last field of NSpid in
+// /proc/PID/status. A runtime in a container names its perf map and dump by
+// it.
+func NamespacePid(pid uint32) (uint32, error) {
+	status, err := os.ReadFile(procPath(pid, "status"))
+	if err != nil {
+		return 0, err
+	}
+	return ParseNSpid(status)
+}
+
+// ParseNSpid finds the last pid of the NSpid line of a /proc/PID/status.
+func ParseNSpid(status []byte) (uint32, error) {
+	for line := range bytes.Lines(status) {
+		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
+		if !ok {
+			continue
+		}
+		fields := bytes.Fields(rest)
+		if len(fields) == 0 {
+			break
+		}
+		n, err := strconv.ParseUint(string(fields[len(fields)-1]), 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("NSpid %q: %w", rest, err)
+		}
+		return uint32(n), nil
+	}
+	return 0, errors.New("no NSpid in the process's status")
+}

@@ -1,0 +1,112 @@
+package perfprof
+
+import (
+	"fmt"
+
+	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/internal/unwind"
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// perf's numbers of the x86-64 registers a walk starts from, as
+// REGS_USER's mask orders them (arch/x86/include/uapi/asm/perf_regs.h).
+const (
+	perfRegBP = 6
+	perfRegSP = 7
+	perfRegIP = 8
+)
+
+// unwinder walks the user stacks that samples hold (perf record
+// --call-graph dwarf, jitprof record --call-graph dwarf): the registers at
+// the sample and a copy of the stack above the stack pointer.
+type unwinder struct {
+	space *symbolize.Space
+	// pid and t are the sample being walked, for find.
+	pid   uint32
+	t     uint64
+	find  func(pc uint64) (unwind.Rule, bool) // u.rule, bound once
+	rules []cachedRule                        // lookupSlots of them
+	pcs   []uint64
+	// stop is why the last walk ended, walked whether there was one.
+	stop   unwind.Stop
+	walked bool
+}
+
+type cachedRule struct {
+	key         pcKey
+	rule        unwind.Rule
+	ok          bool
+	from, until uint64
+}
+
+// newUnwinder returns the unwinder of a recording whose samples hold user
+// stacks. The walker knows x86-64's frames only.
+func newUnwinder(r *perfdata.Reader, space *symbolize.Space) (*unwinder, error) {
+	arch, _, err := r.StringFeature(perfdata.FeatureArch)
+	if err != nil {
+		return nil, err
+	}
+	if arch != "x86_64" {
+		return nil, fmt.Errorf("the samples hold user stacks to unwind, which jitprof does for x86_64 recordings only, not for %q", arch)
+	}
+	u := &unwinder{space: space, rules: make([]cachedRule, lookupSlots)}
+	u.find = u.rule
+	return u, nil
+}
+
+// rule returns the rule at pc of the sample's process at its time, as
+// unwind.Walk asks for it. Walks of one stack ask again and again for the
+// same return addresses, so answers are cached as lookups are.
+func (u *unwinder) rule(pc uint64) (unwind.Rule, bool) {
+	pk := pcKey{u.pid, false, pc}
+	c := &u.rules[pk.slot()]
+	if c.key == pk && c.from <= u.t && u.t < c.until {
+		return c.rule, c.ok
+	}
+	fr := u.space.Lookup(u.pid, pc, u.t, false)
+	r, ok := u.space.UnwindRule(fr)
+	*c = cachedRule{pk, r, ok, fr.From, fr.Until}
+	return r, ok
+}
+
+// unwind adds the sample's frames: the kernel's, as its callchain has them
+// (the kernel walks no user frames for such samples), then the user stack
+// walked from the registers, or the sample's ip when it has no user
+// registers.
+func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
+	u := a.unwinder
+	u.walked = false
+	if s.Attr.SampleType&perfdata.SampleCallchain != 0 {
+		kernel := false
+		for _, pc := range s.Callchain {
+			if pc >= perfdata.ContextMax {
+				if kernel = pc == perfdata.ContextKernel; !kernel {
+					break
+				}
+				continue
+			}
+			if kernel {
+				a.addCaller(s.Pid, pc, t, true)
+			}
+		}
+	}
+	ip, okIP := s.UserRegister(perfRegIP)
+	sp, okSP := s.UserRegister(perfRegSP)
+	bp, okBP := s.UserRegister(perfRegBP)
+	if s.RegsABI == perfdata.RegsABINone || !okIP || !okSP || !okBP {
+		if len(a.ids) == 0 {
+			a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel))
+		}
+		return
+	}
+	u.pid, u.t = s.Pid, t
+	u.pcs, u.stop = unwind.Walk(unwind.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser, u.find, u.pcs[:0])
+	u.walked = true
+	// The registers' ip is where the thread was interrupted, not a
+	// return address, even below kernel frames: perf does not step it
+	// back either.
+	a.ids = append(a.ids, a.locate(s.Pid, u.pcs[0], t, false))
+	for _, pc := range u.pcs[1:] {
+		a.addCaller(s.Pid, pc, t, false)
+	}
+}

@@ -1,0 +1,664 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/jitdump"
+
+	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/jitsources"
+)
+
+// This file keeps, while a recording runs, what the recorded processes'
+// runtimes write that the recording alone cannot give later:
+//
+//   - each perf map as it grows, copied to perf-<recorded pid>.map beside
+//     the recording with its times file (jitsources.TimesSuffix): a runtime
+//     that reuses an address appends a line for the new function, and only
+//     the time the line appeared tells which function samples before it
+//     ran. The map is named by the runtime's own pid, the one it has in its
+//     pid namespace (a container's), and is read in the process's own root
+//     (/proc/PID/root), which is where the runtime sees /tmp.
+//   - the dumps of processes in another mount namespace, copied to
+//     jit-<recorded pid>.dump: a container's /tmp goes with the container.
+//
+// The runtime's files are only read. Files are read from the offset read so
+// far every WatchInterval, in a goroutine of their own, so the recorder never
+// waits for them; memory is a buffer and a few numbers per process.
+
+// WatchInterval is how often the watcher looks at the processes and their
+// files: a new line's time is known to that much, unless the file's
+// modification time narrows it (see stamp).
+const WatchInterval = 50 * time.Millisecond
+
+// markerRecheck is how many intervals pass between two looks for the dumps
+// a process in another mount namespace maps: it opens them once, early.
+const markerRecheck = 20
+
+// JITWatcher copies the recorded processes' perf maps and, for those in
+// another mount namespace, their dumps, as they grow.
+type JITWatcher struct {
+	dir   string
+	roots map[uint32]bool // nil: every process
+	note  func(string)
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+
+	// Owned by the watching goroutine until done is closed.
+	procs   map[uint32]*watchedProc
+	tmps    map[string]*tmpDir // by mount namespace
+	inotify int                // the /tmp directories' watches; -1 without
+	byWd    map[int][]*tmpDir  // one directory may be several namespaces' /tmp
+	proc    *os.File           // /proc, listed at each look
+	pids    []uint32
+	ownMnt  string
+	buf     []byte
+	lastMon uint64 // CLOCK_MONOTONIC of the last look
+	files   []string
+	errs    []error
+	failed  int
+}
+
+type watchedProc struct {
+	pid, nspid uint32
+	ppid       uint32
+	picked     bool   // recorded: one of the roots or a descendant
+	mnt        string // its mount namespace
+	foreign    bool   // another mount namespace than the watcher's
+	perfMap    *tail
+	dumps      map[string]*tail // by the path the process sees
+	looks      int              // looks since its markers were last searched
+	uncopied   bool             // its perf map could not be copied
+}
+
+// tmpDir is a mount namespace's /tmp: listed once, then told of new files by
+// inotify, so that a look costs nothing for it.
+type tmpDir struct {
+	wd    int             // its inotify watch
+	names map[string]bool // its perf maps; nil to list it again
+	live  bool            // a recorded process of the namespace was in this look
+}
+
+// tail copies a growing file: src read from off on, into a temporary file
+// renamed to dst when done (and a times file beside it, for a perf map).
+type tail struct {
+	src      *os.File
+	dst      string
+	out      *os.File // nil when src is dst itself: the times file only
+	off      int64
+	times    *os.File // for a perf map
+	timesDst string
+	lines    int
+	read     bool // once copy has looked at it
+	dump     bool // copied a whole record at a time
+	next     int64
+}
+
+// WatchJIT starts watching the processes roots and their descendants (every
+// process when roots is empty), copying into dir; note receives what the
+// user should know. Stop ends it.
+func WatchJIT(dir string, roots []int, note func(string)) *JITWatcher {
+	w := newJITWatcher(dir, roots, note)
+	w.look()
+	go w.run()
+	return w
+}
+
+// newJITWatcher makes a watcher that has not looked yet.
+func newJITWatcher(dir string, roots []int, note func(string)) *JITWatcher {
+	w := &JITWatcher{dir: dir, note: note, stop: make(chan struct{}), done: make(chan struct{}),
+		procs: make(map[uint32]*watchedProc), tmps: make(map[string]*tmpDir), byWd: make(map[int][]*tmpDir),
+		buf: make([]byte, 64<<10)}
+	var err error
+	if w.inotify, err = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err != nil {
+		w.inotify = -1 // each /tmp is then listed at every look
+	}
+	if len(roots) > 0 {
+		w.roots = make(map[uint32]bool)
+		for _, r := range roots {
+			w.roots[uint32(r)] = true
+		}
+	}
+	w.ownMnt, _ = os.Readlink("/proc/self/ns/mnt")
+	return w
+}
+
+func (w *JITWatcher) run() {
+	defer close(w.done)
+	tick := time.NewTicker(WatchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			w.look()
+			for pid, p := range w.procs {
+				w.finish(p)
+				delete(w.procs, pid)
+			}
+			w.close()
+			return
+		case <-tick.C:
+			w.look()
+		}
+	}
+}
+
+// close releases what the watcher looks with.
+func (w *JITWatcher) close() {
+	if w.inotify >= 0 {
+		unix.Close(w.inotify)
+	}
+	if w.proc != nil {
+		w.proc.Close()
+	}
+}
+
+// Stop reads what the files grew by since the last look, puts the copies in
+// place and returns their paths. Calls after the first return the same.
+func (w *JITWatcher) Stop() ([]string, error) {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+	return w.files, errors.Join(w.errs...)
+}
+
+// look finds the processes that came and went since the last look, and
+// copies what their files grew by.
+func (w *JITWatcher) look() {
+	mono, real := clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME)
+	pids, err := w.listPids()
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	live := make(map[uint32]bool, len(pids))
+	for _, pid := range pids {
+		live[pid] = true
+	}
+	// Exited processes: their files are read to the end (they are still
+	// open) and put in place.
+	for pid, p := range w.procs {
+		if !live[pid] {
+			w.finish(p)
+			delete(w.procs, pid)
+		}
+	}
+	var fresh []*watchedProc
+	for _, pid := range pids {
+		if _, ok := w.procs[pid]; !ok {
+			p := w.learn(pid)
+			w.procs[p.pid] = p
+			fresh = append(fresh, p)
+		}
+	}
+	// A child's pid can be below its parent's: its parent may be new too.
+	for _, p := range fresh {
+		if w.isPicked(p, 0) {
+			w.pick(p)
+		}
+	}
+	w.readEvents()
+	for _, t := range w.tmps {
+		t.live = false
+	}
+	for _, p := range w.procs {
+		if !p.picked {
+			continue
+		}
+		if p.perfMap == nil && !p.uncopied {
+			w.findPerfMap(p)
+		}
+		if t := w.tmps[p.mnt]; t != nil {
+			t.live = true
+		}
+		if p.foreign && p.looks%markerRecheck == 0 {
+			w.findDumps(p)
+		}
+		p.looks++
+	}
+	for mnt, t := range w.tmps {
+		if !t.live { // no process of that namespace is left to look for
+			w.unwatch(t)
+			delete(w.tmps, mnt)
+		}
+	}
+	for _, p := range w.procs {
+		if p.perfMap != nil {
+			w.copy(p.perfMap, mono, real)
+		}
+		for _, d := range p.dumps {
+			w.copy(d, mono, real)
+		}
+	}
+	w.lastMon = mono
+}
+
+// learn reads what the watcher needs first of a process it has not seen:
+// its parent, and its pid in its own namespace.
+func (w *JITWatcher) learn(pid uint32) *watchedProc {
+	p := &watchedProc{pid: pid, nspid: pid}
+	status, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(pid)), "status"))
+	if err != nil {
+		return p // gone already
+	}
+	p.ppid = uint32(statusField(status, "PPid:"))
+	if n, err := jitsources.ParseNSpid(status); err == nil {
+		p.nspid = n
+	}
+	return p
+}
+
+// isPicked tells whether p is recorded: every process is, or it is one of
+// the roots or their descendants (as far as the watcher saw them).
+func (w *JITWatcher) isPicked(p *watchedProc, depth int) bool {
+	if w.roots == nil || w.roots[p.pid] || p.picked {
+		return true
+	}
+	parent := w.procs[p.ppid]
+	return parent != nil && parent != p && depth < 64 && w.isPicked(parent, depth+1)
+}
+
+// pick marks p recorded, reading its mount namespace.
+func (w *JITWatcher) pick(p *watchedProc) {
+	p.picked = true
+	p.mnt, _ = os.Readlink(filepath.Join(procRoot, strconv.Itoa(int(p.pid)), "ns", "mnt"))
+	p.foreign = p.mnt != w.ownMnt
+}
+
+// statusField returns the first number of a line of /proc/PID/status.
+func statusField(status []byte, key string) uint64 {
+	for line := range bytes.Lines(status) {
+		if rest, ok := bytes.CutPrefix(line, []byte(key)); ok {
+			if f := bytes.Fields(rest); len(f) > 0 {
+				n, _ := strconv.ParseUint(string(f[0]), 10, 32)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// findPerfMap starts copying p's perf map when its /tmp has one.
+func (w *JITWatcher) findPerfMap(p *watchedProc) {
+	name := fmt.Sprintf("perf-%d.map", p.nspid)
+	t := w.tmps[p.mnt]
+	if t != nil && t.names != nil && t.wd >= 0 && !t.names[name] {
+		return // what most looks find
+	}
+	root := filepath.Join(procRoot, strconv.Itoa(int(p.pid)), "root")
+	if t == nil {
+		t = &tmpDir{wd: -1}
+		w.tmps[p.mnt] = t
+		if w.inotify >= 0 {
+			// Watched before it is listed: no file falls between.
+			if wd, err := unix.InotifyAddWatch(w.inotify, filepath.Join(root, "tmp"), unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR); err == nil {
+				t.wd = wd
+				w.byWd[wd] = append(w.byWd[wd], t)
+			}
+		}
+	}
+	if t.names == nil || t.wd < 0 {
+		entries, err := os.ReadDir(filepath.Join(root, "tmp"))
+		if err != nil {
+			return
+		}
+		t.names = make(map[string]bool)
+		for _, e := range entries {
+			if isPerfMapName(e.Name()) {
+				t.names[e.Name()] = true
+			}
+		}
+	}
+	if !t.names[name] {
+		return
+	}
+	src, err := os.Open(filepath.Join(root, "tmp", name))
+	if err != nil {
+		delete(t.names, name) // gone meanwhile
+		return
+	}
+	dst := filepath.Join(w.dir, fmt.Sprintf("perf-%d.map", p.pid))
+	tl, err := w.newTail(src, dst, true)
+	if err != nil {
+		src.Close()
+		w.fail(err)
+		p.uncopied = true // not tried again at every look
+		return
+	}
+	p.perfMap = tl
+}
+
+func isPerfMapName(name string) bool {
+	return strings.HasPrefix(name, "perf-") && strings.HasSuffix(name, ".map")
+}
+
+// readEvents takes the names of the perf maps created in the /tmp
+// directories watched since the last look.
+func (w *JITWatcher) readEvents() {
+	if w.inotify < 0 {
+		return
+	}
+	for {
+		n, err := unix.Read(w.inotify, w.buf)
+		if n <= 0 || err != nil {
+			return
+		}
+		for b := w.buf[:n]; len(b) >= unix.SizeofInotifyEvent; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[0]))
+			end := unix.SizeofInotifyEvent + int(ev.Len)
+			if end > len(b) {
+				break
+			}
+			name := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:end], "\x00"))
+			b = b[end:]
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				for _, t := range w.tmps {
+					t.names = nil // lost events: listed again
+				}
+				continue
+			}
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				for _, t := range w.byWd[int(ev.Wd)] {
+					t.wd, t.names = -1, nil
+				}
+				delete(w.byWd, int(ev.Wd))
+				continue
+			}
+			if !isPerfMapName(name) {
+				continue
+			}
+			for _, t := range w.byWd[int(ev.Wd)] {
+				if t.names != nil {
+					t.names[name] = true
+				}
+			}
+		}
+	}
+}
+
+// unwatch ends the inotify watch of t, unless another namespace shares it.
+func (w *JITWatcher) unwatch(t *tmpDir) {
+	if t.wd < 0 {
+		return
+	}
+	rest := slices.DeleteFunc(w.byWd[t.wd], func(x *tmpDir) bool { return x == t })
+	if len(rest) > 0 {
+		w.byWd[t.wd] = rest
+		return
+	}
+	delete(w.byWd, t.wd)
+	unix.InotifyRmWatch(w.inotify, uint32(t.wd))
+}
+
+// listPids lists the processes in /proc, reading its entries in place:
+// the look that costs most when nothing changes.
+func (w *JITWatcher) listPids() ([]uint32, error) {
+	if w.proc == nil {
+		var err error
+		if w.proc, err = os.Open(procRoot); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := w.proc.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	w.pids = w.pids[:0]
+	fd := int(w.proc.Fd())
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", procRoot, err)
+		}
+		if n <= 0 {
+			return w.pids, nil
+		}
+		// struct linux_dirent64: ino, off (8 bytes each), reclen (2), type
+		// (1), the name ending in NUL.
+		for b := w.buf[:n]; len(b) >= 19; {
+			reclen := int(le.Uint16(b[16:]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			pid, ok := uint32(0), true
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			for _, c := range name {
+				if c < '0' || c > '9' || pid > 1<<28 {
+					ok = false
+					break
+				}
+				pid = pid*10 + uint32(c-'0')
+			}
+			if ok && len(name) > 0 {
+				w.pids = append(w.pids, pid)
+			}
+			b = b[reclen:]
+		}
+	}
+}
+
+// findDumps starts copying the dumps p maps that it is not copying yet.
+func (w *JITWatcher) findDumps(p *watchedProc) {
+	dir := filepath.Join(procRoot, strconv.Itoa(int(p.pid)))
+	maps, err := os.ReadFile(filepath.Join(dir, "maps"))
+	if err != nil {
+		return
+	}
+	ms, err := parseMaps(maps)
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		if m.prot&unix.PROT_EXEC == 0 || !jitsources.IsMarker(m.name) || p.dumps[m.name] != nil {
+			continue
+		}
+		if len(p.dumps) > 0 {
+			w.note(fmt.Sprintf("process %d maps a second dump, %s: only its first is copied", p.pid, m.name))
+			continue
+		}
+		src, err := os.Open(filepath.Join(dir, "root", m.name))
+		if err != nil {
+			continue
+		}
+		tl, err := w.newTail(src, filepath.Join(w.dir, fmt.Sprintf("jit-%d.dump", p.pid)), false)
+		if err != nil {
+			src.Close()
+			w.fail(err)
+			continue
+		}
+		tl.dump = true
+		if p.dumps == nil {
+			p.dumps = make(map[string]*tail)
+		}
+		p.dumps[m.name] = tl
+	}
+}
+
+// newTail starts copying src to dst; a perf map gets a times file.
+func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, error) {
+	t := &tail{src: src, dst: dst}
+	si, err := src.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// Where the recording is where the runtime writes (-o /tmp/...), the
+	// runtime's own file stays as it is.
+	if di, err := os.Stat(dst); err != nil || !os.SameFile(si, di) {
+		if t.out, err = atomicfile.CreateTemp(dst); err != nil {
+			return nil, err
+		}
+	}
+	if perfMap {
+		t.timesDst = dst + jitsources.TimesSuffix
+		if t.times, err = atomicfile.CreateTemp(t.timesDst); err != nil {
+			if t.out != nil {
+				t.out.Close()
+				os.Remove(t.out.Name())
+			}
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// copy copies what t's file grew by and, for a perf map, notes when. What a
+// file holds when first read is taken to be there from the start: from
+// before the recording, or from the process's first moments.
+func (w *JITWatcher) copy(t *tail, mono, real uint64) {
+	first := !t.read
+	t.read = true
+	var st unix.Stat_t
+	if unix.Fstat(int(t.src.Fd()), &st) != nil || st.Size <= t.off {
+		return
+	}
+	start, size := t.off, st.Size
+	if t.dump {
+		size = t.wholeRecords(size)
+	}
+	for t.off < size {
+		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
+		if n > 0 {
+			if t.out != nil {
+				if _, err := t.out.Write(w.buf[:n]); err != nil {
+					w.fail(err)
+					return
+				}
+			}
+			t.lines += bytes.Count(w.buf[:n], []byte{'\n'})
+			t.off += int64(n)
+		}
+		if err != nil {
+			break // cut short meanwhile: the rest at the next look
+		}
+	}
+	if t.times == nil || t.off == start {
+		return
+	}
+	var at uint64
+	if !first {
+		at = stamp(st.Mtim, mono, real, w.lastMon)
+	}
+	if err := jitsources.AppendTimes(t.times, t.lines, at); err != nil {
+		w.fail(err)
+	}
+}
+
+// wholeRecords returns where the last whole record of t's dump ends within
+// its first size bytes, so that a copy made while the runtime writes ends
+// with a record, as the dump will. A dump whose sizes make no sense is
+// copied as it is.
+func (t *tail) wholeRecords(size int64) int64 {
+	var b [12]byte
+	for t.next+int64(len(b)) <= size {
+		if _, err := t.src.ReadAt(b[:], t.next); err != nil {
+			return t.next
+		}
+		// The header's size is its third field, a record's its second;
+		// the magic says the byte order.
+		var order binary.ByteOrder = binary.LittleEndian
+		if binary.BigEndian.Uint32(b[:]) == jitdump.Magic {
+			order = binary.BigEndian
+		}
+		n, least := order.Uint32(b[4:]), uint32(16)
+		if t.next == 0 {
+			n, least = order.Uint32(b[8:]), 12
+		}
+		if n < least {
+			t.dump = false
+			return size
+		}
+		if t.next+int64(n) > size {
+			break
+		}
+		t.next += int64(n)
+	}
+	return t.next
+}
+
+// stamp returns when a file whose modification time is mtime grew, in
+// CLOCK_MONOTONIC: its last write, converted from the real-time clock by
+// the clocks' difference now (mono, real), and kept between the last look
+// (lastMon), when the lines were not there yet, and now. The lines of one
+// write are stamped to a clock tick; those of earlier writes since the last
+// look, with the last one.
+func stamp(mtime unix.Timespec, mono, real, lastMon uint64) uint64 {
+	m := uint64(mtime.Nano())
+	if m+mono < real { // before the monotonic clock's origin
+		return lastMon
+	}
+	return min(max(m+mono-real, lastMon), mono)
+}
+
+// finish copies the rest of p's files and puts the copies in place.
+func (w *JITWatcher) finish(p *watchedProc) {
+	for _, t := range append([]*tail{p.perfMap}, slices.Collect(maps.Values(p.dumps))...) {
+		if t == nil {
+			continue
+		}
+		w.copy(t, clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME))
+		t.src.Close()
+		for _, f := range []struct {
+			tmp *os.File
+			dst string
+		}{{t.out, t.dst}, {t.times, t.timesDst}} {
+			if f.tmp == nil {
+				continue
+			}
+			if err := closeInPlace(f.tmp, f.dst); err != nil {
+				w.fail(err)
+				continue
+			}
+			w.files = append(w.files, f.dst)
+		}
+	}
+	p.perfMap, p.dumps = nil, nil
+}
+
+// closeInPlace closes tmp, a file atomicfile.CreateTemp made, and renames it
+// to dst.
+func closeInPlace(tmp *os.File, dst string) error {
+	err := tmp.Chmod(0o644)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// fail keeps an error for Stop, the first few of them: the watcher goes on
+// with the other files.
+func (w *JITWatcher) fail(err error) {
+	if w.failed++; w.failed <= 3 {
+		w.errs = append(w.errs, err)
+	}
+}
+
+// clockNow reads a clock in nanoseconds.
+func clockNow(clock int32) uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(clock, &ts)
+	return uint64(ts.Nano())
+}

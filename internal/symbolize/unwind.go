@@ -1,0 +1,104 @@
+package symbolize
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/unwind"
+)
+
+// unwindTables are the call frame information tables read so far: one per
+// ELF file (on its Module) and one per jitted function, whatever its
+// places, since its rules are relative to its code.
+type unwindTables struct {
+	mu  sync.Mutex
+	jit map[*dumpindex.Code]*unwind.Table // nil for a function whose tables are unusable
+}
+
+// UnwindRule returns the rule that steps from the frame at f (what Lookup
+// found at the address to look up: the leaf's pc, a caller's return address
+// less one) to its caller's, from the call frame information of what held
+// the address at the time: the ELF file's (.eh_frame, .debug_frame, a
+// separate debug file's), or the jitted function's UNWINDING_INFO. ok is
+// false where none covers the address; the walker then follows the frame
+// pointer.
+func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
+	m := f.Module
+	switch {
+	case m == nil:
+		return r, false
+	case f.Symbol.JIT != nil:
+		t := s.jitUnwind(m, f.Symbol.JIT)
+		if t == nil {
+			return r, false
+		}
+		return t.Lookup(f.Symbol.LoadAddr(f.Addr))
+	case m.Kind == ELF || m.Kind == VDSO:
+		m.unwindOnce.Do(func() { m.unwind = s.loadUnwind(m) })
+		if m.unwind == nil {
+			return r, false
+		}
+		addr, ok := m.unwind.AddrOf(f.Addr - f.Map.Start + f.Map.Pgoff)
+		if !ok {
+			return r, false
+		}
+		return m.unwind.Lookup(addr)
+	}
+	return r, false
+}
+
+// loadUnwind reads the tables of an ELF file, the recorded one only (its
+// build-id checked as its symbols' are), or of the recorded kernel's vDSO
+// (the copy's, else the running one's if it is the recorded kernel). A file
+// without call frame information is not worth a warning: the frame pointer
+// is followed there, as perf does. Broken entries are.
+func (s *Space) loadUnwind(m *Module) *unwind.Table {
+	var (
+		t   *unwind.Table
+		err error
+	)
+	switch f := s.opts.Files; {
+	case m.Kind == ELF:
+		t, err = unwind.OpenELF(m.Name, m.BuildID, f.Path)
+	case f != nil && f.VDSO != "":
+		t, err = unwind.OpenELF(f.VDSO, nil, nil)
+	case s.sameKernel:
+		var img []byte
+		if img, err = elfsym.VDSOImage(); err == nil {
+			t, err = unwind.FromELFImage(img, VDSOName)
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return nil
+	}
+	if err := t.Err(); err != nil {
+		s.opts.Warn(fmt.Errorf("%s: call frame information partly unusable: %w", m.Name, err))
+	}
+	return t
+}
+
+// jitUnwind returns the table of jitted function fn of dump module m.
+func (s *Space) jitUnwind(m *Module, fn *dumpindex.Code) *unwind.Table {
+	if fn.Unwind == nil {
+		return nil
+	}
+	s.unwind.mu.Lock()
+	defer s.unwind.mu.Unlock()
+	t, seen := s.unwind.jit[fn]
+	if seen {
+		return t
+	}
+	t, err := unwind.FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
+	if err != nil {
+		s.opts.Warn(fmt.Errorf("%s: %s: %w", m.Name, fn.Name, err))
+	}
+	if s.unwind.jit == nil {
+		s.unwind.jit = make(map[*dumpindex.Code]*unwind.Table)
+	}
+	s.unwind.jit[fn] = t
+	return t
+}
