@@ -20,6 +20,8 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/perfdata"
 )
 
 // fnKey is a function of a process.
@@ -47,7 +49,12 @@ func received(ps []pprofile.Profiles) map[int64]*windowCounts {
 	for _, p := range ps {
 		d := p.Dictionary()
 		str := func(i int32) string { return d.StringTable().At(int(i)) }
-		fnName := func(l pprofile.Line) string { return str(d.FunctionTable().At(int(l.FunctionIndex())).NameStrindex()) }
+		// Names as report shows them (perf's): the runtime's own name,
+		// which pprof's Name splits into a function and its file.
+		fnName := func(l pprofile.Line) string {
+			f := d.FunctionTable().At(int(l.FunctionIndex()))
+			return perfprof.PerfName(&profile.Function{Name: str(f.NameStrindex()), SystemName: str(f.SystemNameStrindex())})
+		}
 		for _, rp := range p.ResourceProfiles().All() {
 			attrs := rp.Resource().Attributes().AsRaw()
 			pid := int64(-1)
@@ -580,7 +587,7 @@ func TestSoak(t *testing.T) {
 			seen[pid] = true
 			for _, l := range s.Location {
 				for _, ln := range l.Line {
-					if hot.MatchString(ln.Function.Name) {
+					if hot.MatchString(perfprof.PerfName(ln.Function)) {
 						named[pid] = true
 					}
 				}
@@ -668,7 +675,7 @@ func TestCgroup(t *testing.T) {
 			pids[pid] += s.Value[0]
 			for _, l := range s.Location {
 				for _, ln := range l.Line {
-					named = named || strings.Contains(ln.Function.Name, "hotA")
+					named = named || strings.Contains(perfprof.PerfName(ln.Function), "hotA")
 				}
 			}
 		}
@@ -709,8 +716,11 @@ func TestWindowsAgainstPerf(t *testing.T) {
 				continue
 			}
 			lines := s.Location[0].Line
-			if len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1].Function.Name, "JS:") {
-				ours[lines[len(lines)-1].Function.Name] += int(s.Value[0])
+			if len(lines) == 0 {
+				continue
+			}
+			if name := perfprof.PerfName(lines[len(lines)-1].Function); strings.HasPrefix(name, "JS:") {
+				ours[name] += int(s.Value[0])
 			}
 		}
 		if len(ours) == 0 {
@@ -719,8 +729,13 @@ func TestWindowsAgainstPerf(t *testing.T) {
 			t.Errorf("window %s: no sample of node's jitted functions", seq)
 			continue
 		}
+		// perf inject stops at the first dump it cannot use, and the
+		// machine's other processes' dumps come and go: perf gets node's
+		// records only.
+		nodeOnly := filepath.Join(dir, "node-"+seq+".data")
+		keepPid(t, data, nodeOnly, uint32(pid))
 		injected := filepath.Join(dir, "injected-"+seq+".data")
-		fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", injected)
+		fixtures.Perf(t, "inject", "--jit", "-i", nodeOnly, "-o", injected)
 		all, _ := fixtures.SymbolCounts(t, injected, "--pid", strconv.FormatInt(pid, 10))
 		perfs := make(map[string]int)
 		for sym, n := range all {
@@ -736,5 +751,50 @@ func TestWindowsAgainstPerf(t *testing.T) {
 	}
 	if compared == 0 {
 		t.Fatal("no window had node's jitted functions sampled")
+	}
+}
+
+// keepPid copies the recording in to out with the records of process pid
+// only (and the kernel's mapping).
+func keepPid(t *testing.T, in, out string, pid uint32) {
+	t.Helper()
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := perfdata.NewReader(f, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := perfdata.Create(out, r.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Copy(r, func(raw perfdata.RawRecord) (bool, error) {
+		switch rec := r.Decode(raw).(type) {
+		case *perfdata.Sample:
+			return rec.Pid == pid, nil
+		case *perfdata.Mmap2:
+			return rec.Pid == pid, nil
+		case *perfdata.Mmap:
+			return rec.Pid == pid || rec.Pid == math.MaxUint32, nil
+		case *perfdata.Comm:
+			return rec.Pid == pid, nil
+		case *perfdata.Task:
+			return rec.Pid == pid, nil
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		w.Abort()
+		t.Fatal(err)
 	}
 }
