@@ -84,7 +84,9 @@ func received(ps []pprofile.Profiles) map[int64]*windowCounts {
 								w.names[pid][fnName(l)] = true
 							}
 							if j == 0 && lines.Len() > 0 {
-								leaf = fnName(lines.At(lines.Len() - 1)) // the function holding the code
+								// Report's self column: the innermost
+								// function, an inlined one if any.
+								leaf = fnName(lines.At(0))
 							}
 						}
 						w.counts[fnKey{pid, leaf}] += n
@@ -484,8 +486,11 @@ func TestSoak(t *testing.T) {
 	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "5s", "--status", status, "--jit-wait", "5s")
 	procsAtStart := waitStatus(t, status, 30*time.Second, func(s Status) bool { return s.Windows >= 1 }).Processes
 
-	// Memory is sampled every half second; a part's figure is its peak,
-	// which symbolizing a window reaches.
+	// Memory is sampled every half second; a part's figure is the median
+	// of its samples. Peaks come from outside: the first window that meets
+	// a large binary of another process on the machine reads its symbols
+	// (node's: 10 MB of table, kept while it runs), so a peak says when
+	// that happened, not whether memory grows; both are logged.
 	type mark struct {
 		at  time.Duration
 		rss int64
@@ -543,19 +548,24 @@ func TestSoak(t *testing.T) {
 	ag.cmd.Process.Signal(os.Interrupt)
 	ag.wait(t)
 
-	peak := func(from, to time.Duration) int64 {
-		var m int64
+	part := func(from, to time.Duration) (median, peak int64) {
+		var in []int64
 		for _, k := range marks {
 			if k.at >= from && k.at < to {
-				m = max(m, k.rss)
+				in = append(in, k.rss)
 			}
 		}
-		return m
+		if len(in) == 0 {
+			return 0, 0
+		}
+		slices.Sort(in)
+		return in[len(in)/2], in[len(in)-1]
 	}
 	total := time.Since(began)
-	first, last := peak(span/5, 2*span/5), peak(total-span/5, total)
-	t.Logf("agent RSS peak %d KiB after the first part, %d KiB at the end (%+.1f%%); processes kept: %d at start, %d at the end; status %+v",
-		first, last, 100*float64(last-first)/float64(first), procsAtStart, end.Processes, end)
+	first, firstPeak := part(span/5, 2*span/5)
+	last, lastPeak := part(total-span/5, total)
+	t.Logf("agent RSS median %d KiB after the first part, %d KiB at the end (%+.1f%%; peaks %d and %d KiB); processes kept: %d at start, %d at the end; status %+v",
+		first, last, 100*float64(last-first)/float64(first), firstPeak, lastPeak, procsAtStart, end.Processes, end)
 	if first == 0 || float64(last) > 1.10*float64(first) {
 		t.Errorf("the agent's memory grew from %d KiB to %d KiB: more than 10%%", first, last)
 	}
@@ -654,8 +664,10 @@ func testCgroup(t *testing.T, pid int) string {
 func TestCgroup(t *testing.T) {
 	jitprof, _ := binaries(t)
 	dir := t.TempDir()
-	outside := start(t, dir, nodeBusy(t, 9000)...)
-	inside := start(t, dir, nodeBusy(t, 9000)...)
+	// The programs end before the agent, so that node's buffered dumps
+	// are whole when the windows are symbolized.
+	outside := start(t, dir, nodeBusy(t, 4000)...)
+	inside := start(t, dir, nodeBusy(t, 4000)...)
 	cg := testCgroup(t, inside.cmd.Process.Pid)
 	pp := filepath.Join(dir, "pprof")
 	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "3s", "--duration", "6s", "--cgroup", cg, "-q")
