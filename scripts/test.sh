@@ -41,8 +41,11 @@ go vet ./...
 # runtime or tool missing fails (internal/fixtures) rather than skipping.
 export CI=${CI:-1}
 # One line at the end counts what passed, failed and was skipped, and lists
-# each skip with its reason: a run that tested less says so.
-go test -count=1 -json ./... | go run ./scripts/testsummary
+# each skip with its reason: a run that tested less says so. internal/agent's
+# real tier builds an OpenTelemetry Collector (minutes on an empty module
+# cache) and runs about 4 minutes of tests: more than go test's default
+# 10-minute limit per package allows on a busy machine.
+go test -count=1 -timeout 30m -json ./... | go run ./scripts/testsummary
 
 # A short fuzzing run of every fuzz target, beyond the seed corpus the
 # ordinary run already replays.

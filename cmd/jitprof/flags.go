@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jitprof/jitprof/internal/record"
 )
 
 // durationFlag is a duration given as Go writes one (1m30s, 250ms) or, as
@@ -41,4 +43,22 @@ func count(n int, thing string) string {
 		return "1 " + thing
 	}
 	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// samplingFlags turns -e and -p's values into record's: the event, nil for
+// the default, and the pids. A bad event is a usage error.
+func samplingFlags(event string, pids []uint) (*record.Event, []int, error) {
+	var ev *record.Event
+	if event != "" {
+		e, err := record.ParseEvent(event)
+		if err != nil {
+			return nil, nil, &exitError{code: 2, err: err}
+		}
+		ev = &e
+	}
+	var ps []int
+	for _, p := range pids {
+		ps = append(ps, int(p))
+	}
+	return ev, ps, nil
 }

@@ -78,25 +78,18 @@ fills, recording stops and the file keeps what reached the disk.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if event != "" {
-				ev, err := record.ParseEvent(event)
-				if err != nil {
-					return &exitError{code: 2, err: err}
-				}
-				o.Event = &ev
+			var err error
+			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
+				return err
 			}
 			// As in perf, -g is --call-graph fp, and --call-graph wins.
 			if fp {
 				o.CallGraph = record.FramePointers
 			}
 			if graph != "" {
-				var err error
 				if o.CallGraph, o.StackSize, err = record.ParseCallGraph(graph); err != nil {
 					return &exitError{code: 2, err: err}
 				}
-			}
-			for _, p := range pids {
-				o.Pids = append(o.Pids, int(p))
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv

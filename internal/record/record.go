@@ -144,11 +144,87 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if n := btoi(len(o.Command) > 0) + btoi(len(o.Pids) > 0) + btoi(o.AllCPUs); n != 1 {
 		return nil, errors.New("record a command, processes (-p) or every CPU (-a): exactly one")
 	}
-	if err := checkFreq(o.Freq); err != nil {
+	ev, ac, cpus, err := o.prepare()
+	if err != nil {
 		return nil, err
 	}
+
+	s := &session{o: o, wake: -1, res: Result{Event: ev.Name, ExitCode: -1, StackSize: ac.stackSize}}
+	defer s.release()
+	if s.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	var tids []int
+	switch {
+	case len(o.Command) > 0:
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+		tids = []int{s.cmd.Process.Pid}
+	case len(o.Pids) > 0:
+		if tids, err = threadsOf(o.Pids); err != nil {
+			return nil, err
+		}
+	default:
+		tids = []int{-1}
+	}
+	ac.onExec = s.cmd != nil
+	if err := s.openAll(ev, ac, cpus, tids); err != nil {
+		return nil, err
+	}
+	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
+		return nil, err
+	}
+	sy := synthesizer{proc: procRoot, attr: s.attr, emit: s.writeRecord}
+	if err := s.synthesize(&sy); err != nil {
+		return s.fail(err)
+	}
+
+	roots := o.Pids
+	if s.cmd != nil {
+		roots = []int{s.cmd.Process.Pid}
+	}
+	s.jit = WatchJIT(filepath.Dir(o.Output), roots, o.Note)
+
+	begin := time.Now()
+	stop := s.watch(ctx)
+	if s.cmd != nil {
+		if _, err := s.goAhead.WriteString("\n"); err != nil {
+			return s.fail(fmt.Errorf("starting %s: %w", o.Command[0], err))
+		}
+		s.goAhead.Close()
+		s.goAhead = nil
+	}
+	err = s.loop(stop)
+	for _, fd := range s.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+	if err == nil {
+		err = s.drain()
+	}
+	if _, jerr := s.jit.Stop(); jerr != nil {
+		o.Note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
+	}
+	s.res.Elapsed = time.Since(begin)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := s.w.Close(); err != nil {
+		return s.fail(err)
+	}
+	s.w = nil
+	return &s.res, nil
+}
+
+// prepare checks o's frequency, ring buffer size and stack copies, and
+// returns the event to sample, the attr's configuration and the CPUs to
+// sample on; Run and OpenStream share it.
+func (o *Options) prepare() (Event, attrConfig, []int, error) {
+	if err := checkFreq(o.Freq); err != nil {
+		return Event{}, attrConfig{}, nil, err
+	}
 	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
-		return nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+		return Event{}, attrConfig{}, nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
 	}
 	ac := attrConfig{freq: o.Freq, callGraph: o.CallGraph, inherit: !o.AllCPUs}
 	if o.CallGraph == DWARF {
@@ -156,12 +232,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			o.StackSize = DefaultStackSize
 		}
 		if o.StackSize%8 != 0 || o.StackSize > MaxStackSize {
-			return nil, fmt.Errorf("user stack copies of %d bytes: the size must be a multiple of 8 up to %d", o.StackSize, MaxStackSize)
+			return Event{}, attrConfig{}, nil, fmt.Errorf("user stack copies of %d bytes: the size must be a multiple of 8 up to %d", o.StackSize, MaxStackSize)
 		}
 		machine, _ := hostelf.Machine()
 		var err error
 		if ac.regs, err = dwarfRegs(machine); err != nil {
-			return nil, err
+			return Event{}, attrConfig{}, nil, err
 		}
 		ac.stackSize = o.StackSize
 	}
@@ -185,80 +261,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		note("sampling user space only: kernel.perf_event_paranoid is 2 or more")
 	}
 	cpus, err := onlineCPUs()
-	if err != nil {
-		return nil, err
-	}
+	return ev, ac, cpus, err
+}
 
-	s := &session{o: o, wake: -1, res: Result{Event: ev.Name, ExitCode: -1, StackSize: ac.stackSize}}
-	defer s.release()
-	if s.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
+// threadsOf lists the threads of processes.
+func threadsOf(pids []int) ([]int, error) {
 	var tids []int
-	switch {
-	case len(o.Command) > 0:
-		if err := s.start(); err != nil {
+	sy := synthesizer{proc: procRoot}
+	for _, pid := range pids {
+		ts, err := sy.threads(pid)
+		if err != nil {
 			return nil, err
 		}
-		tids = []int{s.cmd.Process.Pid}
-	case len(o.Pids) > 0:
-		sy := synthesizer{proc: procRoot}
-		for _, pid := range o.Pids {
-			ts, err := sy.threads(pid)
-			if err != nil {
-				return nil, err
-			}
-			tids = append(tids, ts...)
-		}
-	default:
-		tids = []int{-1}
+		tids = append(tids, ts...)
 	}
-	ac.onExec = s.cmd != nil
-	if err := s.openAll(ev, ac, cpus, tids); err != nil {
-		return nil, err
-	}
-	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
-		return nil, err
-	}
-	sy := synthesizer{proc: procRoot, attr: s.attr, emit: s.writeRecord}
-	if err := s.synthesize(&sy); err != nil {
-		return s.fail(err)
-	}
-
-	roots := o.Pids
-	if s.cmd != nil {
-		roots = []int{s.cmd.Process.Pid}
-	}
-	s.jit = WatchJIT(filepath.Dir(o.Output), roots, note)
-
-	begin := time.Now()
-	stop := s.watch(ctx)
-	if s.cmd != nil {
-		if _, err := s.goAhead.WriteString("\n"); err != nil {
-			return s.fail(fmt.Errorf("starting %s: %w", o.Command[0], err))
-		}
-		s.goAhead.Close()
-		s.goAhead = nil
-	}
-	err = s.loop(stop)
-	for _, fd := range s.fds {
-		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
-	}
-	if err == nil {
-		err = s.drain()
-	}
-	if _, jerr := s.jit.Stop(); jerr != nil {
-		note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
-	}
-	s.res.Elapsed = time.Since(begin)
-	if err != nil {
-		return s.fail(err)
-	}
-	if err := s.w.Close(); err != nil {
-		return s.fail(err)
-	}
-	s.w = nil
-	return &s.res, nil
+	return tids, nil
 }
 
 func btoi(b bool) int {

@@ -116,6 +116,9 @@ type Options struct {
 	// Files, when set, holds copies of the files the recording's samples
 	// hit, as an archive brings them to another machine.
 	Files *Files
+	// Tables, when set, keeps symbol tables for the Spaces built after
+	// this one: Close leaves them open.
+	Tables *TableCache
 }
 
 // Files are copies of a recording's files: each at Root+its recorded path,
@@ -458,8 +461,22 @@ func (s *Space) resolve(f *Frame, m *Module, at uint64) {
 	f.Symbol = Symbol{Name: sym.Name, Start: f.Addr - (vaddr - sym.Start), End: f.Addr + (sym.End - vaddr)}
 }
 
-// loadSymbols reads m's symbol table, if it is the recorded one.
+// loadSymbols reads m's symbol table, if it is the recorded one, or takes
+// it from Options.Tables.
 func (s *Space) loadSymbols(m *Module) {
+	if c := s.opts.Tables; c != nil {
+		m.table = c.get(s, m)
+		return
+	}
+	if m.table = s.openTable(m); m.table != nil {
+		s.tablesMu.Lock()
+		s.tables = append(s.tables, m.table)
+		s.tablesMu.Unlock()
+	}
+}
+
+// openTable reads m's symbol table; nil when there is none to use.
+func (s *Space) openTable(m *Module) *elfsym.Table {
 	var (
 		t   *elfsym.Table
 		err error
@@ -470,28 +487,25 @@ func (s *Space) loadSymbols(m *Module) {
 			if err != nil {
 				s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
 			}
-			return
+			return nil
 		}
 	case VDSO:
 		if t, _ = s.opts.Files.VDSOTable(s.sameKernel); t == nil {
-			return
+			return nil
 		}
 	case ELF:
 		if t, err = elfsym.Open(s.opts.Files.Path(m.Name)); err != nil {
-			return // perf too leaves a file it cannot read unnamed, quietly
+			return nil // perf too leaves a file it cannot read unnamed, quietly
 		}
 		if m.BuildID != nil && t.BuildID() != nil && !bytes.Equal(m.BuildID, t.BuildID()) {
 			s.opts.Warn(fmt.Errorf("%s: build-id %x differs from the recorded %x: the file changed since the recording, its symbols are not used", m.Name, t.BuildID(), m.BuildID))
 			t.Close()
-			return
+			return nil
 		}
 	default:
-		return
+		return nil
 	}
-	m.table = t
-	s.tablesMu.Lock()
-	s.tables = append(s.tables, t)
-	s.tablesMu.Unlock()
+	return t
 }
 
 // Kernel reads the recorded kernel's symbols: the copy's, else the running

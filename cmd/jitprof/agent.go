@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jitprof/jitprof/internal/agent"
+	"github.com/jitprof/jitprof/internal/record"
+	"github.com/spf13/cobra"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		o     = agent.Options{Window: 10 * time.Second, JITWait: 30 * time.Second}
+		event string
+		pids  []uint
+		quiet bool
+		maxMB int64
+		fp    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent (--otlp HOST:PORT | --pprof-dir DIR) [flags]",
+		Short: "Profile the host continuously and ship a profile every window to an OpenTelemetry Collector",
+		Long: `Samples every process (or -p's) until stopped, and every --window turns
+the window's samples into a profile named as jitprof report names them:
+jitted functions from the runtimes' dumps and perf maps as they were at each
+sample's time, native code from its ELF symbols, the kernel from kallsyms.
+Processes that start and exit within a window are in it.
+
+Profiles go to an OpenTelemetry Collector as OTLP profiles over gRPC
+(--otlp), one resource per process with host.name, process.pid,
+process.executable.name and .path, process.command_line, container.id and
+process.runtime.name; and/or into --pprof-dir as pprof files, the oldest
+removed beyond --pprof-max-mb. A collector that is down does not slow
+sampling: up to --buffer windows wait for it, older ones are dropped and
+counted (a log line each, and in --status).
+
+Runtimes name their jitted code only when started to write dumps or perf
+maps (node --perf-prof, java with jitprof's JVMTI agent, erl +JPperf true);
+jitprof record's help lists the variables that do it.`,
+		Example: `  jitprof agent --otlp localhost:4317
+  jitprof agent --pprof-dir /var/lib/jitprof --window 60s
+  jitprof agent -p $(pgrep -n node) --otlp collector:4317 --duration 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
+				return err
+			}
+			if fp {
+				o.CallGraph = record.FramePointers
+			}
+			o.PprofMaxBytes = maxMB << 20
+			stderr := cmd.ErrOrStderr()
+			o.Log = func(msg string) {
+				if !quiet {
+					fmt.Fprintf(stderr, "jitprof agent: %s %s\n", time.Now().Format(time.TimeOnly), msg)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			st, err := agent.Run(ctx, o)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			o.Log(fmt.Sprintf("stopped: %d windows, %d samples (%d lost), %d sent, %d dropped, %d pprof files",
+				st.Windows, st.Samples, st.Lost, st.Sent, st.Dropped, st.PprofFiles))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.Freq, "freq", "F", agent.DefaultFreq, "samples per second, per CPU (low, for always-on use)")
+	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
+	f.BoolVarP(&fp, "frame-pointers", "g", true, "record call chains by frame pointers, as jitprof record -g (-g=false: the sampled address only)")
+	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
+	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
+	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")
+	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long (default: until SIGINT or SIGTERM)")
+	f.StringVar(&o.OTLP, "otlp", "", "send OTLP profiles to the collector's OTLP/gRPC receiver at `HOST:PORT` (usually :4317)")
+	f.IntVar(&o.Buffer, "buffer", 30, "windows kept for the collector while it cannot be reached")
+	f.StringVar(&o.PprofDir, "pprof-dir", "", "write each window's profile into `DIR` as jitprof-TIME-SEQ.pb.gz")
+	f.Int64Var(&maxMB, "pprof-max-mb", 512, "keep --pprof-dir's profiles within this many MiB, removing the oldest")
+	f.Var(durationFlag{&o.JITWait}, "jit-wait", "how long a window waits, at most, for the dumps its jitted samples need (runtimes such as V8 buffer them)")
+	f.StringVar(&o.Status, "status", "", "rewrite `FILE` after each window with the agent's counters (JSON)")
+	f.StringVar(&o.KeepWindows, "keep-windows", "", "keep each window's perf.data in `DIR` (for jitprof report; debugging)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no log lines")
+	return cmd
+}

@@ -1,0 +1,376 @@
+// Package agent is jitprof's continuous profiler: it samples the host (or
+// some processes) without end and, every window, turns the window's samples
+// into a profile named as jitprof report names them, for an OpenTelemetry
+// Collector (OTLP profiles over gRPC) and/or rolling pprof files.
+//
+// Three goroutines, joined by bounded queues that drop rather than wait, so
+// that nothing downstream can slow sampling:
+//
+//   - the sampler drains the kernel's ring buffers into the current
+//     window's perf.data, keeping each live process's state (its threads'
+//     names, the code it has mapped, its jitdump markers) from the
+//     records, and at each cut starts the next window's file with that
+//     state, so that every window reads alone;
+//   - the symbolizer runs perfprof, the one naming path of jitprof report,
+//     on each finished window: jitted functions named from the dumps and
+//     perf maps as they were at each sample's time, native and kernel frames
+//     as report names them;
+//   - the exporters send each window's profile to the collector, retrying
+//     with backoff while it is down, and write it into the pprof directory.
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/otlpprof"
+	"github.com/jitprof/jitprof/internal/record"
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// DefaultFreq is the agent's sampling rate. 49 Hz: a busy core gives ~490
+// samples a 10 s window, enough to place a function with a 5% share within
+// about a point, at a cost far below 1% of a core; not a divisor of the
+// common 100 Hz and 1000 Hz timers, so sampling does not lock step with
+// periodic work (perf's 99 Hz and OpenTelemetry's 19/20 Hz reason the same
+// way).
+const DefaultFreq = 49
+
+// Options say what the agent samples and where profiles go.
+type Options struct {
+	Freq      int
+	Event     *record.Event
+	CallGraph record.CallGraph
+	Pids      []int // none: every process
+	// Cgroup keeps, of every process sampled, those in this cgroup or
+	// below it (a path as /proc/PID/cgroup gives it, in any hierarchy).
+	Cgroup string
+	// Window is how much time each profile covers.
+	Window   time.Duration
+	Duration time.Duration // 0: until ctx is done
+
+	// OTLP is the collector's OTLP/gRPC address, HOST:PORT; "" sends none.
+	OTLP string
+	// Buffer is how many windows wait for the collector at most; older
+	// ones are dropped beyond it.
+	Buffer int
+	// PprofDir receives a pprof file per window, the oldest removed to
+	// keep PprofMaxBytes.
+	PprofDir      string
+	PprofMaxBytes int64
+	// KeepWindows keeps each window's perf.data in this directory, for
+	// jitprof report to read (tests, debugging); their disk use is
+	// unbounded.
+	KeepWindows string
+	// Status, if set, is a file rewritten after every window with the
+	// agent's counters (Status), as JSON.
+	Status string
+	// JITWait is how long a window waits for the dumps of its processes
+	// to catch up with it, at most (see dumpwatch.go).
+	JITWait time.Duration
+	Log     func(string)
+}
+
+// Status is the agent's counters, as the status file gives them.
+type Status struct {
+	Windows int64 `json:"windows"` // cut
+	Samples int64 `json:"samples"` // written into windows
+	Lost    int64 `json:"lost"`    // dropped by the kernel
+	// Profiled counts the windows symbolized; SkippedWindows those dropped
+	// because symbolizing fell behind; Early those symbolized before
+	// every dump they needed had caught up (JITWait ran out).
+	Profiled       int64 `json:"profiled"`
+	SkippedWindows int64 `json:"skipped_windows"`
+	Early          int64 `json:"early"`
+	// Sent counts the windows the collector accepted; Dropped those
+	// dropped while it could not be reached; SendErrors the failed tries.
+	Sent       int64 `json:"sent"`
+	Dropped    int64 `json:"dropped"`
+	SendErrors int64 `json:"send_errors"`
+	PprofFiles int64 `json:"pprof_files"`
+	Processes  int64 `json:"processes"` // whose state is kept now
+}
+
+type counters struct {
+	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
+	statusMu                                                                                           sync.Mutex
+}
+
+func (c *counters) snapshot() Status {
+	return Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
+		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
+		PprofFiles: c.pprofFiles.Load(), Processes: c.processes.Load()}
+}
+
+// window is a finished window's perf.data and what its profile's
+// resources say.
+type window struct {
+	seq        int64
+	path       string
+	start, end time.Time
+	endMono    uint64 // end, in CLOCK_MONOTONIC ns, the clock of samples and dumps
+	procs      map[uint32]otlpprof.Process
+	// waits are the dumps the window's samples need, of processes still
+	// running at its end (see dumpwatch.go).
+	waits []dumpWait
+	// pids, with Options.Cgroup, are the sampled processes in the cgroup:
+	// the profile keeps their samples only.
+	pids []uint32
+}
+
+// dumpWait is a dump a window waits for.
+type dumpWait struct {
+	pid  uint32
+	path string
+}
+
+// Run samples until ctx is done or Duration passes, then sends what it
+// has and returns.
+func Run(ctx context.Context, o Options) (Status, error) {
+	if o.Log == nil {
+		o.Log = func(string) {}
+	}
+	if o.Window <= 0 {
+		return Status{}, fmt.Errorf("--window %v: must be positive", o.Window)
+	}
+	if o.OTLP == "" && o.PprofDir == "" && o.KeepWindows == "" {
+		return Status{}, errors.New("nowhere to send profiles: give --otlp HOST:PORT and/or --pprof-dir DIR")
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 1
+	}
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, Pids: o.Pids, Note: o.Log})
+	if err != nil {
+		return Status{}, err
+	}
+	defer st.Close()
+
+	dir := o.KeepWindows
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "jitprof-agent-"); err != nil {
+			return Status{}, err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Status{}, err
+	}
+	// Windows wait for their dumps in the queue: room for as many as
+	// JITWait holds, and two more.
+	queue := int(o.JITWait/o.Window) + 2
+	s := &sampler{o: o, st: st, attr: st.Attr, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
+	var sinks []sink
+	if o.OTLP != "" {
+		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
+		if err != nil {
+			return Status{}, err
+		}
+		sinks = append(sinks, ex)
+	}
+	if o.PprofDir != "" {
+		if err := os.MkdirAll(o.PprofDir, 0o755); err != nil {
+			return Status{}, err
+		}
+		sinks = append(sinks, &pprofSink{dir: o.PprofDir, max: o.PprofMaxBytes, c: &s.c, log: o.Log})
+	}
+	if s.dec, err = newDecoder(s.attr); err != nil {
+		return Status{}, err
+	}
+	host, _ := os.Hostname()
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), stopping: make(chan struct{})}
+	var wg sync.WaitGroup
+	for _, sk := range sinks {
+		wg.Go(sk.run)
+	}
+	var symWG sync.WaitGroup
+	symWG.Go(func() { sym.run(s.queue) })
+
+	err = s.run(ctx)
+	close(sym.stopping)
+	close(s.queue)
+	symWG.Wait()
+	for _, sk := range sinks {
+		sk.close()
+	}
+	wg.Wait()
+	s.c.writeStatus(o.Status)
+	return s.c.snapshot(), err
+}
+
+// sampler is the goroutine that drains the ring buffers.
+type sampler struct {
+	o     Options
+	st    *record.Stream
+	attr  *perfdata.Attr // the stream's
+	dir   string
+	tr    *tracker
+	dec   *decoder
+	w     *perfdata.Writer
+	cur   *window
+	seq   int64
+	queue chan *window
+	c     counters
+	// sampled are the pids with samples in the current window.
+	sampled map[uint32]bool
+	pending []timed
+}
+
+// drainEvery bounds how long records wait in the ring buffers: the
+// window's cut is on time within it, and a stop is noticed.
+const drainEvery = 200 * time.Millisecond
+
+func (s *sampler) run(ctx context.Context) error {
+	if err := s.st.Synthesize(s.track); err != nil {
+		return err
+	}
+	if err := s.begin(time.Now()); err != nil {
+		return err
+	}
+	for {
+		wait := min(drainEvery, time.Until(s.cur.start.Add(s.o.Window)))
+		if err := s.st.Wait(max(wait, 0)); err != nil {
+			return err
+		}
+		if err := s.st.Drain(s.add); err != nil {
+			return err
+		}
+		s.applyPending()
+		done := ctx.Err() != nil
+		now := time.Now()
+		if done || !now.Before(s.cur.start.Add(s.o.Window)) {
+			if err := s.cut(now, !done); err != nil {
+				return err
+			}
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// track applies a synthesized record to the state.
+func (s *sampler) track(rec perfdata.Record) error {
+	if r, _ := own(rec); r != nil {
+		s.tr.apply(r)
+	}
+	return nil
+}
+
+// timed is a record of the state waiting to be applied in time order.
+type timed struct {
+	t   uint64
+	rec perfdata.Record
+}
+
+// applyPending applies the drain's records of the state in time order.
+func (s *sampler) applyPending() {
+	slices.SortStableFunc(s.pending, func(a, b timed) int { return cmp.Compare(a.t, b.t) })
+	for _, p := range s.pending {
+		s.tr.apply(p.rec)
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
+}
+
+// begin starts a window's perf.data with the state of every live process.
+func (s *sampler) begin(now time.Time) error {
+	s.seq++
+	// The start time in the name lets a window's perf.data be matched
+	// with its profile, which carries that time.
+	path := filepath.Join(s.dir, fmt.Sprintf("window-%06d-%d.data", s.seq, now.UnixNano()))
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.st.Features()})
+	if err != nil {
+		return err
+	}
+	s.w = w
+	s.cur = &window{seq: s.seq, path: path, start: now}
+	return s.tr.records(w.WriteRecord)
+}
+
+// add writes a record of the stream into the window, and keeps what it
+// says of a process.
+func (s *sampler) add(rec []byte) error {
+	if err := s.w.WriteRaw(rec); err != nil {
+		return err
+	}
+	switch t := perfdata.RecordType(binary.LittleEndian.Uint32(rec)); t {
+	case perfdata.TypeSample:
+		s.c.samples.Add(1)
+		if r, err := s.dec.decode(rec); err == nil {
+			if smp, ok := r.(*perfdata.Sample); ok {
+				s.sampled[smp.Pid] = true
+			}
+		}
+	case perfdata.TypeLost:
+		if len(rec) >= 24 {
+			s.c.lost.Add(int64(binary.LittleEndian.Uint64(rec[16:])))
+		}
+	case perfdata.TypeMmap, perfdata.TypeMmap2, perfdata.TypeComm, perfdata.TypeFork, perfdata.TypeExit:
+		r, err := s.dec.decode(rec)
+		if err != nil {
+			// The reader stops at its first error: a new one for the
+			// records after.
+			s.o.Log(fmt.Sprintf("a %s record not understood: %v", t, err))
+			if s.dec, err = newDecoder(s.attr); err != nil {
+				return err
+			}
+			return nil
+		}
+		if r, t := own(r); r != nil {
+			s.pending = append(s.pending, timed{t, r})
+		}
+	}
+	return nil
+}
+
+// cut ends the current window, hands it to the symbolizer (or drops it
+// when the symbolizer is behind) and, unless it is the last, begins the
+// next.
+func (s *sampler) cut(now time.Time, next bool) error {
+	w := s.cur
+	w.end, w.endMono = now, monotonic()
+	w.procs, w.waits, w.pids = s.tr.cut(s.sampled, s.o.Cgroup)
+	clear(s.sampled)
+	s.c.processes.Store(int64(len(s.tr.procs)))
+	s.c.windows.Add(1)
+	s.c.writeStatus(s.o.Status)
+	if err := s.w.Close(); err != nil {
+		return err
+	}
+	s.w = nil
+	select {
+	case s.queue <- w:
+	default:
+		s.c.skipped.Add(1)
+		s.o.Log(fmt.Sprintf("window %d skipped: symbolizing the previous ones is behind", w.seq))
+		if s.o.KeepWindows == "" {
+			os.Remove(w.path)
+		}
+	}
+	if !next {
+		return nil
+	}
+	return s.begin(now)
+}
+
+// monotonic returns CLOCK_MONOTONIC now, in ns.
+func monotonic() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

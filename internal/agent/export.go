@@ -1,0 +1,365 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/otlpprof"
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/symbolize"
+	"github.com/jitprof/jitprof/jitdump"
+)
+
+// symbolizer turns finished windows into profiles and hands them to the
+// sinks.
+type symbolizer struct {
+	o     Options
+	c     *counters
+	host  string
+	sinks []sink
+	keep  bool
+	// warned holds the warnings already logged, so that a dump missing
+	// in every window is said once; cleared when it grows past a bound.
+	warned   map[string]bool
+	dumps    *dumpWatch
+	tables   *symbolize.TableCache
+	stopping chan struct{} // closed when sampling has stopped
+	stopBy   time.Time     // when the windows left stop waiting, once stopping
+}
+
+// tablesKept is how many windows a symbol table no window needs is kept.
+const tablesKept = 6
+
+const maxWarned = 1000
+
+func (y *symbolizer) run(queue <-chan *window) {
+	y.warned = make(map[string]bool)
+	y.tables = symbolize.NewTableCache()
+	defer y.tables.Close()
+	for w := range queue {
+		y.await(w)
+		y.dumps.forget(w.seq - 1)
+		y.window(w)
+		y.tables.Sweep(tablesKept)
+		if !y.keep {
+			os.Remove(w.path)
+		}
+		y.c.writeStatus(y.o.Status)
+	}
+}
+
+func (y *symbolizer) window(w *window) {
+	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}}
+	if y.o.Cgroup != "" {
+		if len(w.pids) == 0 {
+			return // nothing of the cgroup ran
+		}
+		opts.Filter.Pids = w.pids
+	}
+	res, err := perfprof.Run(opts)
+	if err != nil {
+		y.o.Log(fmt.Sprintf("window %d: %v", w.seq, err))
+		return
+	}
+	p := res.Profile
+	p.TimeNanos = w.start.UnixNano()
+	p.DurationNanos = w.end.Sub(w.start).Nanoseconds()
+	p.Comments = append(p.Comments, fmt.Sprintf("jitprof agent window %d", w.seq))
+	y.c.profiled.Add(1)
+	for _, sk := range y.sinks {
+		sk.put(w, p, y.host)
+	}
+}
+
+// stopGrace is how long windows still wait for dumps once the agent stops.
+const stopGrace = 2 * time.Second
+
+// await returns once every dump w needs has caught up with it, or its
+// time to wait has passed.
+func (y *symbolizer) await(w *window) {
+	deadline := w.end.Add(y.o.JITWait)
+	pending := w.waits
+	for {
+		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {
+			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(d.path, w.endMono, w.seq)
+		})
+		if len(pending) == 0 {
+			return
+		}
+		select {
+		case <-y.stopping:
+			// One grace for all the windows left, not one each.
+			if y.stopBy.IsZero() {
+				y.stopBy = time.Now().Add(stopGrace)
+			}
+			if y.stopBy.Before(deadline) {
+				deadline = y.stopBy
+			}
+		default:
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			y.c.early.Add(1)
+			for _, d := range pending {
+				if y.dumps.warnOnce(d.path) {
+					y.o.Log(fmt.Sprintf("window %d symbolized before %s caught up (its runtime buffers it, as V8 does): its newest functions may stay unnamed; the status counts such windows as early", w.seq, d.path))
+				}
+			}
+			return
+		}
+		time.Sleep(min(wait, 250*time.Millisecond))
+	}
+}
+
+func (y *symbolizer) warn(err error) {
+	if errors.Is(err, jitdump.ErrTruncated) {
+		return // a dump still being written
+	}
+	msg := err.Error()
+	if y.warned[msg] {
+		return
+	}
+	if len(y.warned) >= maxWarned {
+		clear(y.warned)
+	}
+	y.warned[msg] = true
+	y.o.Log(msg)
+}
+
+// sink is where profiles go. put never waits on the destination.
+type sink interface {
+	put(w *window, p *profile.Profile, host string)
+	run()
+	close()
+}
+
+// otlpSink sends profiles to an OpenTelemetry Collector over OTLP/gRPC.
+type otlpSink struct {
+	addr   string
+	conn   *grpc.ClientConn
+	client pprofileotlp.GRPCClient
+	queue  chan item
+	done   chan struct{}
+	c      *counters
+	log    func(string)
+}
+
+type item struct {
+	seq      int64
+	profiles pprofile.Profiles
+}
+
+// Retries: exportTimeout bounds one try; the wait between tries doubles
+// from retryMin to retryMax while the collector stays unreachable.
+const (
+	exportTimeout = 10 * time.Second
+	retryMin      = 500 * time.Millisecond
+	retryMax      = 15 * time.Second
+	flushTimeout  = 3 * time.Second
+)
+
+func newOTLPSink(addr string, buffer int, c *counters, log func(string)) (*otlpSink, error) {
+	// gRPC reconnects on its own; its backoff is capped low so that a
+	// collector back after an outage is found within retryMax.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: retryMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: retryMax},
+			MinConnectTimeout: 5 * time.Second}))
+	if err != nil {
+		return nil, fmt.Errorf("--otlp %s: %w", addr, err)
+	}
+	return &otlpSink{addr: addr, conn: conn, client: pprofileotlp.NewGRPCClient(conn),
+		queue: make(chan item, buffer), done: make(chan struct{}), c: c, log: log}, nil
+}
+
+func (x *otlpSink) put(w *window, p *profile.Profile, host string) {
+	ps := otlpprof.Convert(p, otlpprof.Options{Host: host, Start: w.start, Processes: w.procs, JIT: perfprof.IsJIT,
+		Kernel: func(m *profile.Mapping) bool { return m.File == perfprof.KernelFile }})
+	it := item{seq: w.seq, profiles: ps}
+	for {
+		select {
+		case x.queue <- it:
+			return
+		default:
+		}
+		select { // full: the oldest waiting window gives way
+		case old := <-x.queue:
+			x.drop(old, "more windows wait for the collector than --buffer holds")
+		default:
+		}
+	}
+}
+
+func (x *otlpSink) drop(it item, why string) {
+	n := x.c.dropped.Add(1)
+	x.log(fmt.Sprintf("window %d dropped: %s (%d dropped in all)", it.seq, why, n))
+}
+
+func (x *otlpSink) run() {
+	c, log := x.c, x.log
+	defer x.conn.Close()
+	failures := 0
+	for {
+		var it item
+		select {
+		case it = <-x.queue:
+		case <-x.done:
+			x.flush()
+			return
+		}
+		wait := retryMin
+		for {
+			err := x.send(it, exportTimeout)
+			if err == nil {
+				c.sent.Add(1)
+				if failures > 0 {
+					log(fmt.Sprintf("collector %s reachable again after %d failed tries; %d windows dropped in all", x.addr, failures, c.dropped.Load()))
+					failures = 0
+				}
+				break
+			}
+			c.sendErrors.Add(1)
+			if failures == 0 {
+				log(fmt.Sprintf("collector %s: %v; retrying, up to %d windows wait", x.addr, err, cap(x.queue)))
+			}
+			failures++
+			select {
+			case <-time.After(wait):
+			case <-x.done:
+				x.drop(it, "stopping with the collector unreachable")
+				x.flush()
+				return
+			}
+			wait = min(2*wait, retryMax)
+		}
+	}
+}
+
+func (x *otlpSink) send(it item, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// Profiles compress several times over; the OTLP receiver takes gzip.
+	_, err := x.client.Export(ctx, pprofileotlp.NewExportRequestFromProfiles(it.profiles), grpc.UseCompressor(gzip.Name))
+	return err
+}
+
+// flush tries once to send what still waits, when stopping.
+func (x *otlpSink) flush() {
+	for {
+		select {
+		case it := <-x.queue:
+			if err := x.send(it, flushTimeout); err != nil {
+				x.c.sendErrors.Add(1)
+				x.drop(it, "stopping with the collector unreachable")
+				continue
+			}
+			x.c.sent.Add(1)
+		default:
+			return
+		}
+	}
+}
+
+func (x *otlpSink) close() { close(x.done) }
+
+// pprofSink writes each window's profile into a directory, written whole,
+// and removes the oldest to keep the directory within max bytes.
+type pprofSink struct {
+	dir string
+	max int64
+	c   *counters
+	log func(string)
+}
+
+// pprofPrefix starts the name of the files the agent writes, and only
+// those are counted and removed.
+const pprofPrefix = "jitprof-"
+
+func (ps *pprofSink) put(w *window, p *profile.Profile, _ string) {
+	name := filepath.Join(ps.dir, fmt.Sprintf("%s%s-%06d.pb.gz", pprofPrefix, w.start.UTC().Format("20060102T150405Z"), w.seq))
+	if err := atomicfile.Write(name, func(f io.Writer) error { return p.Write(f) }); err != nil {
+		ps.log(fmt.Sprintf("window %d: %v", w.seq, err))
+		return
+	}
+	ps.c.pprofFiles.Add(1)
+	if err := ps.trim(); err != nil {
+		ps.log(fmt.Sprintf("%s: %v", ps.dir, err))
+	}
+}
+
+// trim removes the oldest profiles until the rest fit max.
+func (ps *pprofSink) trim() error {
+	if ps.max <= 0 {
+		return nil
+	}
+	entries, err := os.ReadDir(ps.dir)
+	if err != nil {
+		return err
+	}
+	type file struct {
+		name string
+		size int64
+	}
+	var files []file
+	var total int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), pprofPrefix) || !strings.HasSuffix(e.Name(), ".pb.gz") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		files = append(files, file{e.Name(), fi.Size()})
+		total += fi.Size()
+	}
+	slices.SortFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) }) // names sort by time
+	for _, f := range files[:max(len(files)-1, 0)] {                                       // the newest is always kept
+		if total <= ps.max {
+			break
+		}
+		if err := os.Remove(filepath.Join(ps.dir, f.name)); err != nil {
+			return err
+		}
+		total -= f.size
+	}
+	return nil
+}
+
+func (ps *pprofSink) run()   {}
+func (ps *pprofSink) close() {}
+
+// writeStatus rewrites the status file, if there is one, with the
+// counters as they are now. The sampler and the symbolizer both write it;
+// the lock keeps a later write from holding older counters.
+func (c *counters) writeStatus(path string) {
+	if path == "" {
+		return
+	}
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	s := c.snapshot()
+	atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	})
+}
