@@ -78,7 +78,7 @@ jitprof record's help lists the variables that do it.`,
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
 	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
 	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")
-	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long (default: until SIGINT or SIGTERM)")
+	f.Var(durationFlag{&o.Duration}, "duration", "stop after this long; 0 runs until SIGINT or SIGTERM")
 	f.StringVar(&o.OTLP, "otlp", "", "send OTLP profiles to the collector's OTLP/gRPC receiver at `HOST:PORT` (usually :4317)")
 	f.IntVar(&o.Buffer, "buffer", 30, "windows kept for the collector while it cannot be reached")
 	f.StringVar(&o.PprofDir, "pprof-dir", "", "write each window's profile into `DIR` as jitprof-TIME-SEQ.pb.gz")
