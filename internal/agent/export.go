@@ -25,6 +25,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/record"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -41,6 +42,7 @@ type symbolizer struct {
 	// in every window is said once; cleared when it grows past a bound.
 	warned   map[string]bool
 	dumps    *dumpWatch
+	jit      *record.JITWatcher // its copies of the processes a window drops go after it
 	tables   *symbolize.TableCache
 	stopping chan struct{} // closed when sampling has stopped
 	stopBy   time.Time     // when the windows left stop waiting, once stopping
@@ -59,6 +61,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 		y.await(w)
 		y.dumps.forget(w.seq - 1)
 		y.window(w)
+		y.jit.Drop(w.exited)
 		y.tables.Sweep(tablesKept)
 		if !y.keep {
 			os.Remove(w.path)
