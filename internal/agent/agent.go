@@ -214,7 +214,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
-	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), jit: jit, stopping: make(chan struct{})}
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), jit: jit, dir: dir, stopping: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, sk := range sinks {
 		wg.Go(sk.run)

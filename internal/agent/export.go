@@ -43,6 +43,7 @@ type symbolizer struct {
 	warned   map[string]bool
 	dumps    *dumpWatch
 	jit      *record.JITWatcher // its copies of the processes a window drops go after it
+	dir      string             // of the windows and the watcher's copies
 	tables   *symbolize.TableCache
 	stopping chan struct{} // closed when sampling has stopped
 	stopBy   time.Time     // when the windows left stop waiting, once stopping
@@ -103,7 +104,7 @@ func (y *symbolizer) await(w *window) {
 	pending := w.waits
 	for {
 		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {
-			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(d.path, w.endMono, w.seq)
+			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(y.dumpPath(d), w.endMono, w.seq)
 		})
 		if len(pending) == 0 {
 			return
@@ -131,6 +132,16 @@ func (y *symbolizer) await(w *window) {
 		}
 		time.Sleep(min(wait, 250*time.Millisecond))
 	}
+}
+
+// dumpPath is where the window reads d's dump: the watcher's copy for a
+// process in a container (its dump named by its pid there), as
+// jitsources finds it, or where the process saw it.
+func (y *symbolizer) dumpPath(d dumpWait) string {
+	if own := fmt.Sprintf("jit-%d.dump", d.pid); filepath.Base(d.path) != own {
+		return filepath.Join(y.dir, own)
+	}
+	return d.path
 }
 
 func (y *symbolizer) warn(err error) {
