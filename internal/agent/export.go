@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/record"
@@ -45,6 +46,9 @@ type symbolizer struct {
 	jit      *record.JITWatcher // its copies of the processes a window drops go after it
 	dir      string             // of the windows and the watcher's copies
 	tables   *symbolize.TableCache
+	// jitDumps keeps each live process's dump indexed from window to
+	// window, extended with what was appended, not read again.
+	jitDumps *jitsources.DumpCache
 	stopping chan struct{} // closed when sampling has stopped
 	stopBy   time.Time     // when the windows left stop waiting, once stopping
 }
@@ -52,18 +56,25 @@ type symbolizer struct {
 // tablesKept is how many windows a symbol table no window needs is kept.
 const tablesKept = 6
 
+// dumpsKept is how many windows a dump no window read is kept indexed: one,
+// since a dump is read by every window while its process lives.
+const dumpsKept = 1
+
 const maxWarned = 1000
 
 func (y *symbolizer) run(queue <-chan *window) {
 	y.warned = make(map[string]bool)
 	y.tables = symbolize.NewTableCache()
 	defer y.tables.Close()
+	y.jitDumps = jitsources.NewDumpCache()
+	defer y.jitDumps.Close()
 	for w := range queue {
 		y.await(w)
 		y.dumps.forget(w.seq - 1)
 		y.window(w)
 		y.jit.Drop(w.exited)
 		y.tables.Sweep(tablesKept)
+		y.jitDumps.Sweep(dumpsKept)
 		if !y.keep {
 			os.Remove(w.path)
 		}
@@ -72,7 +83,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 }
 
 func (y *symbolizer) window(w *window) {
-	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}}
+	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables, Dumps: y.jitDumps}}
 	if y.o.Cgroup != "" {
 		if len(w.pids) == 0 {
 			return // nothing of the cgroup ran
