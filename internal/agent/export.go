@@ -41,11 +41,11 @@ type symbolizer struct {
 	keep  bool
 	// warned holds the warnings already logged, so that a dump missing
 	// in every window is said once; cleared when it grows past a bound.
-	warned   map[string]bool
-	dumps    *dumpWatch
-	jit      *record.JITWatcher // its copies of the processes a window drops go after it
-	dir      string             // of the windows and the watcher's copies
-	tables   *symbolize.TableCache
+	warned map[string]bool
+	dumps  *dumpWatch
+	jit    *record.JITWatcher // its copies of the processes a window drops go after it
+	dir    string             // of the windows and the watcher's copies
+	tables *symbolize.TableCache
 	// jitDumps keeps each live process's dump indexed from window to
 	// window, extended with what was appended, not read again.
 	jitDumps *jitsources.DumpCache

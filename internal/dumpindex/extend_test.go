@@ -123,4 +123,3 @@ func TestExtend(t *testing.T) {
 		})
 	}
 }
-
