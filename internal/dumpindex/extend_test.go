@@ -123,3 +123,39 @@ func TestExtend(t *testing.T) {
 		})
 	}
 }
+
+// FuzzExtend: any dump, read up to any cut and then extended to the whole,
+// is what Read gives of the whole, and nothing panics.
+func FuzzExtend(f *testing.F) {
+	data := growingDump(f, 8)
+	f.Add(data, uint16(len(data)/2))
+	f.Add(data, uint16(jitdump.HeaderSize+3))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		dir := t.TempDir()
+		path, full := filepath.Join(dir, "jit-1.dump"), filepath.Join(dir, "full.dump")
+		c := min(int(cut), len(data))
+		os.WriteFile(path, data[:c], 0o644)
+		os.WriteFile(full, data, 0o644)
+		r, err := Read(full)
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		d, err := Read(path)
+		if err != nil {
+			return // the header cut short
+		}
+		defer d.Close()
+		os.WriteFile(path, data, 0o644)
+		if _, err := d.Extend(); err != nil {
+			t.Fatal(err)
+		}
+		got, want := summary(d), summary(r)
+		for k := range want {
+			want[k] = strings.ReplaceAll(want[k], full, path)
+		}
+		if !slices.Equal(got, want) && !d.ended {
+			t.Fatalf("extended from %d:\n%q\nread whole:\n%q", c, got, want)
+		}
+	})
+}
