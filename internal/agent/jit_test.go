@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,8 +92,6 @@ func TestPerfMapReuse(t *testing.T) {
 // script measured, from the copies the agent made while it ran.
 func TestContainer(t *testing.T) {
 	jitprof, _ := binaries(t)
-	unshare, node := fixtures.LookPath(t, "unshare"), fixtures.LookPath(t, "node")
-	workload := fixtures.Workload(t, "hotcold.js")
 	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
 		t.Run(flag, func(t *testing.T) {
 			dir := t.TempDir()
@@ -106,36 +100,11 @@ func TestContainer(t *testing.T) {
 			ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp,
 				"--window", "7s", "--duration", "7s", "-F", "999", "-q")
 			time.Sleep(1500 * time.Millisecond) // sampling
-			// The script comes through stdin: the container's own /tmp
-			// hides a checkout under the host's.
-			script := fmt.Sprintf("mount -t tmpfs tmpfs /tmp && cd /tmp && exec %s %s --interpreted-frames-native-stack - 3", node, flag)
-			container := exec.Command(unshare, "--pid", "--mount", "--fork", "sh", "-c", script)
-			src, err := os.Open(workload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
-			container.Stdin = src
-			stdout, err := container.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			container.Stderr = os.Stderr
-			if err := container.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				container.Process.Kill()
-				container.Wait()
-			})
-			pid := childOf(t, container.Process.Pid)
+			pid, wait := fixtures.NodeContainer(t, flag, 3)
 			if nspid, err := jitsources.NamespacePid(uint32(pid)); err != nil || nspid == uint32(pid) {
 				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
 			}
-			out, _ := bufio.NewReader(stdout).ReadString('\n')
-			if err := container.Wait(); err != nil {
-				t.Fatalf("the container: %v", err)
-			}
+			out := wait()
 			ag.wait(t)
 			var truth map[string]int64
 			if err := json.Unmarshal([]byte(out), &truth); err != nil {
@@ -154,22 +123,4 @@ func TestContainer(t *testing.T) {
 			checkDropped(t, windows, pid)
 		})
 	}
-}
-
-// childOf waits for process pid's first child and returns it.
-func childOf(t *testing.T, pid int) int {
-	t.Helper()
-	for range 500 {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			child, err := strconv.Atoi(f[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return child
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d started no child", pid)
-	return 0
 }
