@@ -185,6 +185,20 @@ func (d *Dump) Truncated() bool {
 	return false
 }
 
+// Mappings returns how many mappings of the file the Dump holds: one, and
+// one more for each Extend that found records.
+func (d *Dump) Mappings() int { return len(d.older) + 1 }
+
+// Evict drops the dump's pages from the process's resident memory (see
+// jitdump.File.Evict): for a Dump kept for long, after a use that touched
+// some of its functions' code.
+func (d *Dump) Evict() {
+	d.file.Evict()
+	for _, f := range d.older {
+		f.Evict()
+	}
+}
+
 // Close releases the file; the Dump's records must not be used after it.
 func (d *Dump) Close() error {
 	errs := []error{d.file.Close()}

@@ -24,6 +24,13 @@ type cachedDump struct {
 	used uint64      // the sweep it was last used in
 }
 
+// maxMappings bounds the mappings of one dump's file (each Extend maps it
+// again, the records before aliasing the older ones): past it the dump is
+// read anew, which for the agent's windows of 10 s is every ten minutes, so
+// a dump followed for days neither fills the address space nor reaches the
+// kernel's limit on mappings (vm.max_map_count).
+const maxMappings = 64
+
 // NewDumpCache returns an empty cache.
 func NewDumpCache() *DumpCache { return &DumpCache{entries: make(map[string]*cachedDump)} }
 
@@ -37,7 +44,7 @@ func (c *DumpCache) get(path string) (*dumpindex.Dump, error) {
 	c.mu.Lock()
 	e := c.entries[path]
 	c.mu.Unlock()
-	if e != nil && os.SameFile(e.fi, fi) && fi.Size() >= e.fi.Size() {
+	if e != nil && os.SameFile(e.fi, fi) && fi.Size() >= e.fi.Size() && e.d.Mappings() < maxMappings {
 		if _, err := e.d.Extend(); err != nil {
 			return nil, err
 		}
@@ -59,8 +66,11 @@ func (c *DumpCache) get(path string) (*dumpindex.Dump, error) {
 	return d, nil
 }
 
-// Sweep closes the dumps no Load has used in the last keep sweeps. The
-// Recordings that used them must be done with.
+// Sweep closes the dumps no Load has used in the last keep sweeps, and
+// drops the pages the others' users touched from resident memory, as a
+// dump closed after each use would: a dump kept for days would otherwise
+// keep every function's code a profile ever looked at. The Recordings
+// that used them must be done with.
 func (c *DumpCache) Sweep(keep uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -69,7 +79,9 @@ func (c *DumpCache) Sweep(keep uint64) {
 		if e.used+keep < c.sweeps {
 			e.d.Close()
 			delete(c.entries, path)
+			continue
 		}
+		e.d.Evict()
 	}
 }
 

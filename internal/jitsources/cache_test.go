@@ -98,6 +98,23 @@ func TestDumpCache(t *testing.T) {
 			t.Errorf("%s: %d dumps cached, want %d", step.name, n, step.cached)
 		}
 	}
+	// A dump extended maxMappings times is read anew, its older mappings
+	// released.
+	for i := range maxMappings + 1 {
+		if err := os.WriteFile(a, data[:len(data)/2+i*8], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := loadEvents(markers, cache)
+		want, _ := loadEvents(markers, nil)
+		if !slices.Equal(got, want) {
+			t.Fatalf("extension %d: through the cache:\n%q\nloaded anew:\n%q", i, got, want)
+		}
+		cache.Sweep(1)
+	}
+	if n := cache.entries[a].d.Mappings(); n >= maxMappings {
+		t.Errorf("the dump has %d mappings, want fewer than %d", n, maxMappings)
+	}
+
 	// A dump no Load needs is closed after keep sweeps.
 	for range 2 {
 		loadEvents(markers[:1], cache)
