@@ -50,6 +50,23 @@ func Open(name string) (*File, error) {
 	return &File{Reader: r, mapping: m, file: f, regular: st.Mode().IsRegular(), partSize: defaultPartSize, reread: Reader{hdr: r.hdr, ord: r.ord, name: name}}, nil
 }
 
+// OpenAt is Open with reading starting at off, the offset of a record (as
+// Offset gave it after an earlier read of the file): a dump that grew is
+// read from where an earlier read of it stopped. Records keep their file
+// offsets.
+func OpenAt(name string, off int64) (*File, error) {
+	f, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if off < int64(f.hdr.Size) || off > int64(len(f.data)) {
+		f.Close()
+		return nil, f.named(&FormatError{Off: off, Msg: fmt.Sprintf("no record at offset %d of %d bytes", off, len(f.data))})
+	}
+	f.off = off
+	return f, nil
+}
+
 // Evict drops the file's pages read so far from the process's resident
 // memory; records stay valid, and the pages they touch are read back from
 // the kernel's cache. It suits a reader that indexes a large dump and then

@@ -19,6 +19,7 @@ func newAgentCmd() *cobra.Command {
 		pids  []uint
 		quiet bool
 		maxMB int64
+		jitMB int64
 		fp    bool
 	)
 	cmd := &cobra.Command{
@@ -53,7 +54,7 @@ jitprof record's help lists the variables that do it.`,
 			if fp {
 				o.CallGraph = record.FramePointers
 			}
-			o.PprofMaxBytes = maxMB << 20
+			o.PprofMaxBytes, o.JITCopyMaxBytes = maxMB<<20, jitMB<<20
 			stderr := cmd.ErrOrStderr()
 			o.Log = func(msg string) {
 				if !quiet {
@@ -84,6 +85,7 @@ jitprof record's help lists the variables that do it.`,
 	f.StringVar(&o.PprofDir, "pprof-dir", "", "write each window's profile into `DIR` as jitprof-TIME-SEQ.pb.gz")
 	f.Int64Var(&maxMB, "pprof-max-mb", 512, "keep --pprof-dir's profiles within this many MiB, removing the oldest")
 	f.Var(durationFlag{&o.JITWait}, "jit-wait", "how long a window waits, at most, for the dumps its jitted samples need (runtimes such as V8 buffer them)")
+	f.Int64Var(&jitMB, "jit-copy-max-mb", 256, "keep the copies of perf maps (timed) and containers' dumps within this many MiB, removing exited processes' oldest first")
 	f.StringVar(&o.Status, "status", "", "rewrite `FILE` after each window with the agent's counters (JSON)")
 	f.StringVar(&o.KeepWindows, "keep-windows", "", "keep each window's perf.data in `DIR` (for jitprof report; debugging)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no log lines")

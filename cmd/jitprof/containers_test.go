@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,33 +87,9 @@ func TestPerfMapReuse(t *testing.T) {
 // the script measured. Without the copies they are unnamed.
 func TestContainer(t *testing.T) {
 	fixtures.RealTier(t, "running node in a container")
-	unshare, node := fixtures.LookPath(t, "unshare"), fixtures.LookPath(t, "node")
-	workload := fixtures.Workload(t, "hotcold.js")
 	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
 		t.Run(flag, func(t *testing.T) {
-			// The script comes through stdin: the container's own /tmp
-			// hides a checkout under the host's.
-			script := fmt.Sprintf("mount -t tmpfs tmpfs /tmp && cd /tmp && exec %s %s --interpreted-frames-native-stack - 4", node, flag)
-			container := exec.Command(unshare, "--pid", "--mount", "--fork", "sh", "-c", script)
-			src, err := os.Open(workload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
-			container.Stdin = src
-			stdout, err := container.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			container.Stderr = os.Stderr
-			if err := container.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				container.Process.Kill()
-				container.Wait()
-			})
-			pid := childOf(t, container.Process.Pid)
+			pid, wait := fixtures.NodeContainer(t, flag, 4)
 			nspid, err := jitsources.NamespacePid(uint32(pid))
 			if err != nil || nspid == uint32(pid) {
 				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
@@ -126,10 +100,7 @@ func TestContainer(t *testing.T) {
 			if code, _, stderr := jitprofMsg(t, "record", "-a", "-q", "--duration", "2.5", "-o", data); code != 0 {
 				t.Fatalf("record -a: exit %d:\n%s", code, stderr)
 			}
-			out, _ := bufio.NewReader(stdout).ReadString('\n')
-			if err := container.Wait(); err != nil {
-				t.Fatalf("the container: %v", err)
-			}
+			out := wait()
 			var truth map[string]int64
 			if err := json.Unmarshal([]byte(out), &truth); err != nil {
 				t.Fatalf("the script's truth: %v: %q", err, out)
@@ -154,24 +125,6 @@ func TestContainer(t *testing.T) {
 			}
 		})
 	}
-}
-
-// childOf waits for process pid's first child and returns it.
-func childOf(t *testing.T, pid int) int {
-	t.Helper()
-	for range 500 {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			child, err := strconv.Atoi(f[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return child
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d started no child", pid)
-	return 0
 }
 
 // jsCounts returns the samples of process pid in each JavaScript function,

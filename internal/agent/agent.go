@@ -79,7 +79,10 @@ type Options struct {
 	// JITWait is how long a window waits for the dumps of its processes
 	// to catch up with it, at most (see dumpwatch.go).
 	JITWait time.Duration
-	Log     func(string)
+	// JITCopyMaxBytes bounds the disk the copies of perf maps and
+	// containers' dumps use (record.WatchJITLive); 0: no bound.
+	JITCopyMaxBytes int64
+	Log             func(string)
 }
 
 // Status is the agent's counters, as the status file gives them.
@@ -100,17 +103,27 @@ type Status struct {
 	SendErrors int64 `json:"send_errors"`
 	PprofFiles int64 `json:"pprof_files"`
 	Processes  int64 `json:"processes"` // whose state is kept now
+	// JITCopyBytes is the disk the copies of perf maps and containers'
+	// dumps use; JITCopiesEvicted counts the exited processes whose
+	// copies the size bound removed before their last window was read.
+	JITCopyBytes     int64 `json:"jit_copy_bytes"`
+	JITCopiesEvicted int64 `json:"jit_copies_evicted"`
 }
 
 type counters struct {
 	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
 	statusMu                                                                                           sync.Mutex
+	jit                                                                                                *record.JITWatcher
 }
 
 func (c *counters) snapshot() Status {
-	return Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
+	s := Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
 		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
 		PprofFiles: c.pprofFiles.Load(), Processes: c.processes.Load()}
+	if c.jit != nil {
+		s.JITCopyBytes, s.JITCopiesEvicted = c.jit.Usage()
+	}
+	return s
 }
 
 // window is a finished window's perf.data and what its profile's
@@ -127,6 +140,9 @@ type window struct {
 	// pids, with Options.Cgroup, are the sampled processes in the cgroup:
 	// the profile keeps their samples only.
 	pids []uint32
+	// exited are the processes this window is the last to carry: once
+	// it is read, their copies go.
+	exited []uint32
 }
 
 // dumpWait is a dump a window waits for.
@@ -174,6 +190,12 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// JITWait holds, and two more.
 	queue := int(o.JITWait/o.Window) + 2
 	s := &sampler{o: o, st: st, attr: st.Attr, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
+	// Perf maps copied as they grow, timed, and containers' dumps copied
+	// while their processes live, beside the windows, where perfprof
+	// looks first (jitsources.SearchDirs).
+	jit := record.WatchJITLive(dir, o.Pids, o.JITCopyMaxBytes, o.Log)
+	defer jit.Stop()
+	s.c.jit = jit
 	var sinks []sink
 	if o.OTLP != "" {
 		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
@@ -192,7 +214,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
-	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), stopping: make(chan struct{})}
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), jit: jit, dir: dir, stopping: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, sk := range sinks {
 		wg.Go(sk.run)
@@ -344,7 +366,7 @@ func (s *sampler) add(rec []byte) error {
 func (s *sampler) cut(now time.Time, next bool) error {
 	w := s.cur
 	w.end, w.endMono = now, monotonic()
-	w.procs, w.waits, w.pids = s.tr.cut(s.sampled, s.o.Cgroup)
+	w.procs, w.waits, w.pids, w.exited = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
 	s.c.processes.Store(int64(len(s.tr.procs)))
 	s.c.windows.Add(1)
@@ -357,6 +379,7 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	case s.queue <- w:
 	default:
 		s.c.skipped.Add(1)
+		s.c.jit.Drop(w.exited)
 		s.o.Log(fmt.Sprintf("window %d skipped: symbolizing the previous ones is behind", w.seq))
 		if s.o.KeepWindows == "" {
 			os.Remove(w.path)

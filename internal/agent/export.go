@@ -23,8 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/record"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -39,9 +41,14 @@ type symbolizer struct {
 	keep  bool
 	// warned holds the warnings already logged, so that a dump missing
 	// in every window is said once; cleared when it grows past a bound.
-	warned   map[string]bool
-	dumps    *dumpWatch
-	tables   *symbolize.TableCache
+	warned map[string]bool
+	dumps  *dumpWatch
+	jit    *record.JITWatcher // its copies of the processes a window drops go after it
+	dir    string             // of the windows and the watcher's copies
+	tables *symbolize.TableCache
+	// jitDumps keeps each live process's dump indexed from window to
+	// window, extended with what was appended, not read again.
+	jitDumps *jitsources.DumpCache
 	stopping chan struct{} // closed when sampling has stopped
 	stopBy   time.Time     // when the windows left stop waiting, once stopping
 }
@@ -49,17 +56,25 @@ type symbolizer struct {
 // tablesKept is how many windows a symbol table no window needs is kept.
 const tablesKept = 6
 
+// dumpsKept is how many windows a dump no window read is kept indexed: one,
+// since a dump is read by every window while its process lives.
+const dumpsKept = 1
+
 const maxWarned = 1000
 
 func (y *symbolizer) run(queue <-chan *window) {
 	y.warned = make(map[string]bool)
 	y.tables = symbolize.NewTableCache()
 	defer y.tables.Close()
+	y.jitDumps = jitsources.NewDumpCache()
+	defer y.jitDumps.Close()
 	for w := range queue {
 		y.await(w)
 		y.dumps.forget(w.seq - 1)
 		y.window(w)
+		y.jit.Drop(w.exited)
 		y.tables.Sweep(tablesKept)
+		y.jitDumps.Sweep(dumpsKept)
 		if !y.keep {
 			os.Remove(w.path)
 		}
@@ -68,7 +83,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 }
 
 func (y *symbolizer) window(w *window) {
-	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables}}
+	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables, Dumps: y.jitDumps}}
 	if y.o.Cgroup != "" {
 		if len(w.pids) == 0 {
 			return // nothing of the cgroup ran
@@ -100,7 +115,7 @@ func (y *symbolizer) await(w *window) {
 	pending := w.waits
 	for {
 		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {
-			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(d.path, w.endMono, w.seq)
+			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(y.dumpPath(d), w.endMono, w.seq)
 		})
 		if len(pending) == 0 {
 			return
@@ -128,6 +143,16 @@ func (y *symbolizer) await(w *window) {
 		}
 		time.Sleep(min(wait, 250*time.Millisecond))
 	}
+}
+
+// dumpPath is where the window reads d's dump: the watcher's copy for a
+// process in a container (its dump named by its pid there), as
+// jitsources finds it, or where the process saw it.
+func (y *symbolizer) dumpPath(d dumpWait) string {
+	if own := fmt.Sprintf("jit-%d.dump", d.pid); filepath.Base(d.path) != own {
+		return filepath.Join(y.dir, own)
+	}
+	return d.path
 }
 
 func (y *symbolizer) warn(err error) {

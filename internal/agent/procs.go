@@ -238,10 +238,10 @@ func (t *tracker) records(emit func(perfdata.Record) error) error {
 }
 
 // cut ends a window: it returns what the window's resources say of every
-// process it knew, the dumps of the live processes sampled in it, and,
-// when cgroup is set, which sampled processes are in that cgroup; it drops
-// the processes that exited in the window.
-func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]otlpprof.Process, waits []dumpWait, inCgroup []uint32) {
+// process it knew, the dumps of the live processes sampled in it, when
+// cgroup is set, which sampled processes are in that cgroup, and the
+// processes that exited in the window, which it drops.
+func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]otlpprof.Process, waits []dumpWait, inCgroup, exited []uint32) {
 	infos = make(map[uint32]otlpprof.Process, len(t.procs))
 	for pid, p := range t.procs {
 		if sampled[pid] && cgroup != "" {
@@ -255,6 +255,7 @@ func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]
 		infos[pid] = p.info
 		if p.exited {
 			delete(t.procs, pid)
+			exited = append(exited, pid)
 			continue
 		}
 		if sampled[pid] {
@@ -264,7 +265,7 @@ func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]
 		}
 	}
 	slices.Sort(inCgroup)
-	return infos, waits, inCgroup
+	return infos, waits, inCgroup, exited
 }
 
 // readCgroup reads which cgroups a process is in.

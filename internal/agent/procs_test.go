@@ -153,7 +153,10 @@ func TestTracker(t *testing.T) {
 				tr.apply(o)
 			}
 			sampled := map[uint32]bool{10: true, 11: true, 20: true}
-			infos, waits, _ := tr.cut(sampled, "")
+			infos, waits, _, exited := tr.cut(sampled, "")
+			if slices.Sort(exited); !slices.Equal(exited, tc.dropped) {
+				t.Errorf("exited %v, want %v", exited, tc.dropped)
+			}
 			for _, pid := range tc.dropped {
 				if _, ok := infos[pid]; !ok {
 					t.Errorf("pid %d: not in the window's resources", pid)

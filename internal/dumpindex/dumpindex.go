@@ -8,6 +8,8 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/jitprof/jitprof/internal/hostelf"
@@ -52,6 +54,18 @@ type Dump struct {
 	Marks []*jitdump.StageMark
 
 	file *jitdump.File
+	// What Extend goes on from: the mappings of earlier reads (their
+	// records are in use), the functions by code index, a DEBUG_INFO and an
+	// UNWINDING_INFO waiting for their CODE_LOAD, where reading stopped and
+	// whether it can go on.
+	older   []*jitdump.File
+	byIndex map[uint64]*Code
+	debug   *jitdump.DebugInfo
+	unwind  *jitdump.UnwindingInfo
+	end     int64
+	size    int64 // of the file, at most what the last read saw
+	ended   bool  // at corruption: nothing after it can be trusted
+	v8      *v8Index
 }
 
 // Read reads the dump at path.
@@ -59,51 +73,99 @@ type Dump struct {
 // DEBUG_INFO and UNWINDING_INFO records belong to the next CODE_LOAD, by
 // position, as the spec orders them and as perf reads them.
 func Read(path string) (*Dump, error) {
+	// Taken before the mapping: a dump that grows meanwhile is read again.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
 	f, err := jitdump.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{Path: path, Header: f.Header(), file: f}
-	byIndex := make(map[uint64]*Code)
-	v8 := &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
-	var debug *jitdump.DebugInfo
-	var unwind *jitdump.UnwindingInfo
+	d := &Dump{Path: path, Header: f.Header(), file: f, byIndex: make(map[uint64]*Code), size: fi.Size()}
+	d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
+	d.read()
+	return d, nil
+}
+
+// Extend reads the records the runtime appended to the dump since it was
+// read (by Read or the last Extend), a record cut short at the end then
+// included: the Dump is then what Read would give now, the records read
+// before unchanged. It tells whether there was anything new. A dump that
+// ended at corruption is not read further.
+func (d *Dump) Extend() (bool, error) {
+	if d.ended {
+		return false, nil
+	}
+	fi, err := os.Stat(d.Path)
+	if err != nil {
+		return false, err
+	}
+	if fi.Size() <= d.size {
+		return false, nil
+	}
+	f, err := jitdump.OpenAt(d.Path, d.end)
+	if err != nil {
+		return false, err
+	}
+	d.size = fi.Size()
+	// The cut-short record that ended the last read is read again.
+	d.Problems = slices.DeleteFunc(d.Problems, func(err error) bool { return errors.Is(err, jitdump.ErrTruncated) })
+	d.older = append(d.older, d.file)
+	d.file = f
+	n := len(d.Functions)
+	d.read()
+	if len(d.Functions) > n {
+		// The JavaScript functions' index is built from all of them, once.
+		d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
+		for _, fn := range d.Functions {
+			fn.v8 = d.v8
+		}
+	}
+	return true, nil
+}
+
+// read indexes d.file's records from where it stands.
+func (d *Dump) read() {
+	f := d.file
+	defer func() { d.end = f.Offset() }()
 	for {
 		rec, err := f.Next()
 		if err != nil {
 			if err != io.EOF {
 				d.Problems = append(d.Problems, err)
+				d.ended = !errors.Is(err, jitdump.ErrTruncated)
 			}
 			f.Evict() // profiles touch few of the functions again
-			return d, nil
+			return
 		}
 		switch r := rec.(type) {
 		case *jitdump.DebugInfo:
-			debug = r
+			d.debug = r
 		case *jitdump.UnwindingInfo:
-			unwind = r
+			d.unwind = r
 		case *jitdump.CodeLoad:
 			// A name is looked at for every sample in the function; kept
 			// in the mapping it would bring a page of code back per name.
 			r.Name = strings.Clone(r.Name)
-			fn := &Code{CodeLoad: r, Debug: debug, Unwind: unwind, file: f, v8: v8}
-			debug, unwind = nil, nil
+			fn := &Code{CodeLoad: r, Debug: d.debug, Unwind: d.unwind, file: f, v8: d.v8}
+			d.debug, d.unwind = nil, nil
 			d.Functions = append(d.Functions, fn)
-			byIndex[r.CodeIndex] = fn
+			d.byIndex[r.CodeIndex] = fn
 			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.CodeAddr, Code: fn})
 		case *jitdump.CodeMove:
-			fn := byIndex[r.CodeIndex]
+			fn := d.byIndex[r.CodeIndex]
 			if fn == nil {
-				d.Problems = append(d.Problems, &jitdump.FormatError{File: path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
+				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
 			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: fn, Move: true})
 		case *jitdump.StageMark:
 			d.Marks = append(d.Marks, r)
 		case *jitdump.InlineInfo:
-			fn := byIndex[r.CodeIndex]
+			fn := d.byIndex[r.CodeIndex]
 			if fn == nil {
-				d.Problems = append(d.Problems, &jitdump.FormatError{File: path, Off: r.Offset, Msg: "inline record of a code_index no CODE_LOAD has; skipped"})
+				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "inline record of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
 			fn.Inlines = append(fn.Inlines, r)
@@ -123,8 +185,28 @@ func (d *Dump) Truncated() bool {
 	return false
 }
 
+// Mappings returns how many mappings of the file the Dump holds: one, and
+// one more for each Extend that found records.
+func (d *Dump) Mappings() int { return len(d.older) + 1 }
+
+// Evict drops the dump's pages from the process's resident memory (see
+// jitdump.File.Evict): for a Dump kept for long, after a use that touched
+// some of its functions' code.
+func (d *Dump) Evict() {
+	d.file.Evict()
+	for _, f := range d.older {
+		f.Evict()
+	}
+}
+
 // Close releases the file; the Dump's records must not be used after it.
-func (d *Dump) Close() error { return d.file.Close() }
+func (d *Dump) Close() error {
+	errs := []error{d.file.Close()}
+	for _, f := range d.older {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // Machine returns the machine the dump's code is for. The specification's
 // elf_mach 0 means the machine that recorded, taken to be this one.

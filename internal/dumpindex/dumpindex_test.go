@@ -9,7 +9,7 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 )
 
-func writeDump(t *testing.T, do func(w *jitdump.Writer)) string {
+func writeDump(t testing.TB, do func(w *jitdump.Writer)) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "jit-1.dump")
 	f, err := os.Create(path)

@@ -91,6 +91,9 @@ type Recording struct {
 	// Dumps are the dumps in use, once Load has read them, sorted by the
 	// path the recording saw.
 	Dumps []*Dump
+	// Cache, when set before Load, keeps the dumps for later Recordings,
+	// extended rather than read again; Close then leaves them open.
+	Cache *DumpCache
 
 	// hideFrom is, by pid, the time from which the process's anonymous
 	// mappings are hidden: that of the first marker of a usable dump.
@@ -203,7 +206,11 @@ func (rec *Recording) Load(dirs []string, warn func(error)) {
 		return cmp.Or(cmp.Compare(byFile[x][0].Path, byFile[y][0].Path), cmp.Compare(x, y))
 	})
 	rec.hideFrom = make(map[uint32]uint64)
-	dumps, problems := readAll(files)
+	read := dumpindex.Read
+	if rec.Cache != nil {
+		read = rec.Cache.get
+	}
+	dumps, problems := readAll(files, read)
 	// Warnings in the order of the paths the recording saw: not found
 	// ones among those read.
 	type warning struct {
@@ -252,6 +259,9 @@ func (rec *Recording) Hides(pid uint32, t uint64, filename string) bool {
 
 // Close releases the dumps; their records must not be used after it.
 func (rec *Recording) Close() error {
+	if rec.Cache != nil {
+		return nil
+	}
 	var errs []error
 	for _, d := range rec.Dumps {
 		errs = append(errs, d.Close())
@@ -334,10 +344,10 @@ func notFound(path string, dirs []string) error {
 	return fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
 }
 
-// readAll reads the dumps at paths, a few at a time. The result is in the
-// order of paths, nil where a dump could not be read, with each one's
-// problems.
-func readAll(paths []string) ([]*dumpindex.Dump, [][]error) {
+// readAll reads the dumps at paths with read, a few at a time. The result
+// is in the order of paths, nil where a dump could not be read, with each
+// one's problems.
+func readAll(paths []string, read func(string) (*dumpindex.Dump, error)) ([]*dumpindex.Dump, [][]error) {
 	dumps := make([]*dumpindex.Dump, len(paths))
 	problems := make([][]error, len(paths))
 	var wg sync.WaitGroup
@@ -346,7 +356,7 @@ func readAll(paths []string) ([]*dumpindex.Dump, [][]error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			d, err := dumpindex.Read(path)
+			d, err := read(path)
 			if err != nil {
 				problems[i] = []error{fmt.Errorf("dump %s not used: %w", path, err)}
 				return

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -40,6 +41,13 @@ import (
 // The runtime's files are only read. Files are read from the offset read so
 // far every WatchInterval, in a goroutine of their own, so the recorder never
 // waits for them; memory is a buffer and a few numbers per process.
+//
+// For record the copies are put in place when their process exits or the
+// recording stops (whole or not at all). The agent reads them while they
+// grow (WatchJITLive): they are written in place, a perf map's times row
+// before the lines it covers and only whole lines until the process exits,
+// so a reader never takes a line for earlier than it appeared; their disk
+// use is bounded, the files of the oldest exited processes removed first.
 
 // WatchInterval is how often the watcher looks at the processes and their
 // files: a new line's time is known to that much, unless the file's
@@ -56,6 +64,15 @@ type JITWatcher struct {
 	dir   string
 	roots map[uint32]bool // nil: every process
 	note  func(string)
+	// live: copies written in place, read while they grow (the agent's).
+	live bool
+	// maxBytes bounds the live copies' disk use; 0: unbounded.
+	maxBytes int64
+
+	dropMu  sync.Mutex
+	dropped []uint32 // processes whose copies are no longer needed
+	// bytes and evicted are what Usage reports.
+	bytes, evicted atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -74,6 +91,17 @@ type JITWatcher struct {
 	files   []string
 	errs    []error
 	failed  int
+	// exited are the live copies of exited processes, oldest first, kept
+	// until Drop or the size bound removes them.
+	exited []exitedProc
+	full   bool // over maxBytes: live copies wait for room
+}
+
+// exitedProc is what a live watcher keeps of an exited process's copies.
+type exitedProc struct {
+	pid   uint32
+	files []string
+	bytes int64
 }
 
 type watchedProc struct {
@@ -109,6 +137,7 @@ type tail struct {
 	read     bool // once copy has looked at it
 	dump     bool // copied a whole record at a time
 	next     int64
+	written  int64 // bytes of the copy and its times file
 }
 
 // WatchJIT starts watching the processes roots and their descendants (every
@@ -120,6 +149,31 @@ func WatchJIT(dir string, roots []int, note func(string)) *JITWatcher {
 	go w.run()
 	return w
 }
+
+// WatchJITLive starts a watcher whose copies are read while they grow, the
+// agent's: they are in dir from the start, and stay after their process
+// exits until Drop names it, or until they are the oldest exited ones when
+// the copies pass maxBytes (0: no bound). Stop ends it.
+func WatchJITLive(dir string, roots []int, maxBytes int64, note func(string)) *JITWatcher {
+	w := newJITWatcher(dir, roots, note)
+	w.live, w.maxBytes = true, maxBytes
+	w.look()
+	go w.run()
+	return w
+}
+
+// Drop says that the copies of processes pids are no longer needed: those
+// of exited ones are removed at the next look, those still running once they
+// exit.
+func (w *JITWatcher) Drop(pids []uint32) {
+	w.dropMu.Lock()
+	w.dropped = append(w.dropped, pids...)
+	w.dropMu.Unlock()
+}
+
+// Usage returns the disk the copies use now, and how many exited
+// processes' copies the size bound removed before Drop named them.
+func (w *JITWatcher) Usage() (bytes, evicted int64) { return w.bytes.Load(), w.evicted.Load() }
 
 // newJITWatcher makes a watcher that has not looked yet.
 func newJITWatcher(dir string, roots []int, note func(string)) *JITWatcher {
@@ -240,19 +294,86 @@ func (w *JITWatcher) look() {
 	}
 	for _, p := range w.procs {
 		if p.perfMap != nil {
-			w.copy(p.perfMap, mono, real)
+			w.copy(p.perfMap, mono, real, false)
 		}
 		for _, d := range p.dumps {
-			w.copy(d, mono, real)
+			w.copy(d, mono, real, false)
 		}
 	}
 	w.lastMon = mono
+	if w.live {
+		w.removeDropped()
+		w.bound()
+	}
+}
+
+// removeDropped removes the copies of the exited processes Drop named;
+// those of running ones stay named until they exit.
+func (w *JITWatcher) removeDropped() {
+	w.dropMu.Lock()
+	defer w.dropMu.Unlock()
+	w.dropped = slices.DeleteFunc(w.dropped, func(pid uint32) bool {
+		if w.procs[pid] != nil {
+			return false
+		}
+		w.removeExited(func(e exitedProc) bool { return e.pid == pid })
+		return true
+	})
+}
+
+// removeExited removes the copies of the exited processes del picks.
+func (w *JITWatcher) removeExited(del func(exitedProc) bool) {
+	w.exited = slices.DeleteFunc(w.exited, func(e exitedProc) bool {
+		if !del(e) {
+			return false
+		}
+		for _, f := range e.files {
+			os.Remove(f)
+		}
+		return true
+	})
+}
+
+// bound keeps the copies within maxBytes: the oldest exited processes'
+// copies are removed first; past that, live copies stop growing until
+// there is room (what they miss is copied then, timed then).
+func (w *JITWatcher) bound() {
+	total := int64(0)
+	for _, e := range w.exited {
+		total += e.bytes
+	}
+	for _, p := range w.procs {
+		for _, t := range append([]*tail{p.perfMap}, slices.Collect(maps.Values(p.dumps))...) {
+			if t != nil {
+				total += t.written
+			}
+		}
+	}
+	n := 0
+	for w.maxBytes > 0 && total > w.maxBytes && n < len(w.exited) {
+		total -= w.exited[n].bytes
+		for _, f := range w.exited[n].files {
+			os.Remove(f)
+		}
+		n++
+	}
+	w.exited = w.exited[n:]
+	w.evicted.Add(int64(n))
+	w.bytes.Store(total)
+	full := w.maxBytes > 0 && total > w.maxBytes
+	if full && !w.full {
+		w.note(fmt.Sprintf("the copies of perf maps and dumps in %s reached %d bytes: they stop growing until processes exit", w.dir, w.maxBytes))
+	}
+	w.full = full
 }
 
 // learn reads what the watcher needs first of a process it has not seen:
 // its parent, and its pid in its own namespace.
 func (w *JITWatcher) learn(pid uint32) *watchedProc {
 	p := &watchedProc{pid: pid, nspid: pid}
+	// A pid used again: the exited process's copies would name the new
+	// one's code.
+	w.removeExited(func(e exitedProc) bool { return e.pid == pid })
 	status, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(pid)), "status"))
 	if err != nil {
 		return p // gone already
@@ -499,16 +620,22 @@ func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, err
 	if err != nil {
 		return nil, err
 	}
+	create := atomicfile.CreateTemp
+	if w.live {
+		create = func(path string) (*os.File, error) {
+			return os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		}
+	}
 	// Where the recording is where the runtime writes (-o /tmp/...), the
 	// runtime's own file stays as it is.
 	if di, err := os.Stat(dst); err != nil || !os.SameFile(si, di) {
-		if t.out, err = atomicfile.CreateTemp(dst); err != nil {
+		if t.out, err = create(dst); err != nil {
 			return nil, err
 		}
 	}
 	if perfMap {
 		t.timesDst = dst + jitsources.TimesSuffix
-		if t.times, err = atomicfile.CreateTemp(t.timesDst); err != nil {
+		if t.times, err = create(t.timesDst); err != nil {
 			if t.out != nil {
 				t.out.Close()
 				os.Remove(t.out.Name())
@@ -521,43 +648,62 @@ func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, err
 
 // copy copies what t's file grew by and, for a perf map, notes when. What a
 // file holds when first read is taken to be there from the start: from
-// before the recording, or from the process's first moments.
-func (w *JITWatcher) copy(t *tail, mono, real uint64) {
+// before the recording, or from the process's first moments. final is the
+// last copy, once the process has exited or the watcher stops.
+func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 	first := !t.read
 	t.read = true
+	if w.full && !final {
+		return
+	}
 	var st unix.Stat_t
 	if unix.Fstat(int(t.src.Fd()), &st) != nil || st.Size <= t.off {
 		return
 	}
-	start, size := t.off, st.Size
+	size := st.Size
 	if t.dump {
 		size = t.wholeRecords(size)
-	}
-	for t.off < size {
-		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
-		if n > 0 {
-			if t.out != nil {
-				if _, err := t.out.Write(w.buf[:n]); err != nil {
-					w.fail(err)
-					return
-				}
-			}
-			t.lines += bytes.Count(w.buf[:n], []byte{'\n'})
-			t.off += int64(n)
-		}
-		if err != nil {
-			break // cut short meanwhile: the rest at the next look
-		}
-	}
-	if t.times == nil || t.off == start {
-		return
 	}
 	var at uint64
 	if !first {
 		at = stamp(st.Mtim, mono, real, w.lastMon)
 	}
-	if err := jitsources.AppendTimes(t.times, t.lines, at); err != nil {
-		w.fail(err)
+	for t.off < size {
+		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
+		chunk := w.buf[:n]
+		if t.times != nil && w.live && !final {
+			// Whole lines only: a reader of the live copy would take
+			// the start of a line for all of it.
+			if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+				chunk = chunk[:i+1]
+			} else if n < len(w.buf) {
+				break
+			}
+		}
+		if len(chunk) > 0 {
+			lines := t.lines + bytes.Count(chunk, []byte{'\n'})
+			// The row before the lines it times: a reader of the live
+			// copy finds every line it sees timed.
+			if t.times != nil {
+				if err := jitsources.AppendTimes(t.times, lines, at); err != nil {
+					w.fail(err)
+					return
+				}
+				t.written += int64(len(strconv.Itoa(lines)) + len(strconv.FormatUint(at, 10)) + 2)
+			}
+			if t.out != nil {
+				if _, err := t.out.Write(chunk); err != nil {
+					w.fail(err)
+					return
+				}
+				t.written += int64(len(chunk))
+			}
+			t.lines = lines
+			t.off += int64(len(chunk))
+		}
+		if err != nil || len(chunk) < n {
+			break // cut short meanwhile: the rest at the next look
+		}
 	}
 }
 
@@ -607,13 +753,15 @@ func stamp(mtime unix.Timespec, mono, real, lastMon uint64) uint64 {
 	return min(max(m+mono-real, lastMon), mono)
 }
 
-// finish copies the rest of p's files and puts the copies in place.
+// finish copies the rest of p's files and puts the copies in place; a live
+// watcher's stay where they are, kept until dropped.
 func (w *JITWatcher) finish(p *watchedProc) {
+	var exited exitedProc
 	for _, t := range append([]*tail{p.perfMap}, slices.Collect(maps.Values(p.dumps))...) {
 		if t == nil {
 			continue
 		}
-		w.copy(t, clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME))
+		w.copy(t, clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME), true)
 		t.src.Close()
 		for _, f := range []struct {
 			tmp *os.File
@@ -622,12 +770,24 @@ func (w *JITWatcher) finish(p *watchedProc) {
 			if f.tmp == nil {
 				continue
 			}
+			if w.live {
+				if err := f.tmp.Close(); err != nil {
+					w.fail(err)
+				}
+				exited.files = append(exited.files, f.dst)
+				continue
+			}
 			if err := closeInPlace(f.tmp, f.dst); err != nil {
 				w.fail(err)
 				continue
 			}
 			w.files = append(w.files, f.dst)
 		}
+		exited.bytes += t.written
+	}
+	if w.live && len(exited.files) > 0 {
+		exited.pid = p.pid
+		w.exited = append(w.exited, exited)
 	}
 	p.perfMap, p.dumps = nil, nil
 }

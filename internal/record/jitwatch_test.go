@@ -211,3 +211,91 @@ func TestWholeRecords(t *testing.T) {
 		t.Errorf("a dump of zeros: copy up to %d, dump %v", got, bad.dump)
 	}
 }
+
+// liveScript writes a perf map line for a and the start of one for b, says
+// "ready", waits for a line on its input, ends b's line and exits.
+const liveScript = `m=/tmp/perf-$$.map; printf '1000 10 a\n1000 10 b' >$m; echo ready; read x; printf 'b\n' >>$m`
+
+// TestJITWatcherLive: a live watcher's copy is readable while the process
+// runs, holding its whole lines only (b's start would name b "b"), each
+// timed; at the exit the rest is copied; Drop removes an exited process's
+// copies, and past the size bound the oldest exited process's copies go
+// first, counted.
+func TestJITWatcherLive(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		procs    int
+		maxBytes int64
+		drop     bool
+		left     int // processes whose copies remain
+		evicted  int64
+	}{
+		{"kept until dropped", 1, 0, false, 1, 0},
+		{"dropped", 1, 0, true, 0, 0},
+		{"bounded, oldest first", 2, 60, false, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := newJITWatcher(dir, nil, func(msg string) { t.Log(msg) })
+			w.live, w.maxBytes = true, tc.maxBytes
+			defer w.close()
+			var pids []int
+			for range tc.procs {
+				cmd := exec.Command("sh", "-c", liveScript)
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				stdout, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				pid := cmd.Process.Pid
+				t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid)) })
+				if out := bufio.NewScanner(stdout); !out.Scan() || out.Text() != "ready" {
+					t.Fatalf("the script: %q", out.Text())
+				}
+				w.look()
+				path := filepath.Join(dir, fmt.Sprintf("perf-%d.map", pid))
+				m := jitsources.FindPerfMap(uint32(pid), []string{dir}, func(err error) { t.Error(err) })
+				if m == nil || m.Path != path || len(m.Entries) != 1 || m.Entries[0].Name != "a" {
+					t.Fatalf("the live copy while b's line is unfinished: %+v", m)
+				}
+				fmt.Fprintln(stdin)
+				if err := cmd.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				w.look() // sees it exited
+				m = jitsources.FindPerfMap(uint32(pid), []string{dir}, func(err error) { t.Error(err) })
+				if m == nil || m.Path != path || len(m.Entries) != 2 || m.Entries[1].Name != "bb" || m.Times[1] == 0 {
+					t.Fatalf("the copy after the exit: %+v", m)
+				}
+				pids = append(pids, pid)
+			}
+			if tc.drop {
+				w.Drop([]uint32{uint32(pids[0])})
+				w.look()
+			}
+			var left []int
+			for _, pid := range pids {
+				if exists(filepath.Join(dir, fmt.Sprintf("perf-%d.map", pid))) {
+					left = append(left, pid)
+				}
+			}
+			bytes, evicted := w.Usage()
+			t.Logf("left %v of %v, %d bytes, %d evicted", left, pids, bytes, evicted)
+			if len(left) != tc.left || evicted != tc.evicted {
+				t.Errorf("copies of %v left, %d evicted; want %d left, %d evicted", left, evicted, tc.left, tc.evicted)
+			}
+			if tc.evicted > 0 && (len(left) != 1 || left[0] != pids[len(pids)-1]) {
+				t.Errorf("copies of %v left, want the newest's, %d", left, pids[len(pids)-1])
+			}
+			if tc.maxBytes > 0 && bytes > tc.maxBytes {
+				t.Errorf("%d bytes copied, over the bound %d", bytes, tc.maxBytes)
+			}
+		})
+	}
+}

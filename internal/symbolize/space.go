@@ -119,6 +119,10 @@ type Options struct {
 	// Tables, when set, keeps symbol tables for the Spaces built after
 	// this one: Close leaves them open.
 	Tables *TableCache
+	// Dumps, when set, keeps the dumps for the Spaces built after this
+	// one, extended with what their runtimes appended rather than read
+	// again: Close leaves them open.
+	Dumps *jitsources.DumpCache
 }
 
 // Files are copies of a recording's files: each at Root+its recorded path,
@@ -242,6 +246,7 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	if b.jit, err = jitsources.Scan(r, b.record); err != nil {
 		return nil, err
 	}
+	b.jit.Cache = opts.Dumps
 	b.jit.Load(opts.DumpDirs, opts.Warn)
 	b.dumpEvents()
 	slices.SortStableFunc(b.events, func(x, y event) int {
