@@ -113,6 +113,11 @@ const stopGrace = 2 * time.Second
 func (y *symbolizer) await(w *window) {
 	deadline := w.end.Add(y.o.JITWait)
 	pending := w.waits
+	// The copies of perf maps and containers' files as they were at the
+	// window's end, at least: a look of the watcher after it.
+	for y.jit.Looked() < w.endMono && time.Now().Before(deadline) {
+		time.Sleep(record.LiveWatchInterval / 4)
+	}
 	for {
 		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {
 			return unix.Kill(int(d.pid), 0) == unix.ESRCH || y.dumps.caughtUp(y.dumpPath(d), w.endMono, w.seq)

@@ -299,3 +299,16 @@ func TestJITWatcherLive(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkWatchLookLive is BenchmarkWatchLook for the agent's watcher,
+// which also removes dropped copies and keeps them within their bound.
+func BenchmarkWatchLookLive(b *testing.B) {
+	w := newJITWatcher(b.TempDir(), nil, func(string) {})
+	w.live, w.maxBytes = true, 1<<20
+	defer w.close()
+	w.look()
+	for b.Loop() {
+		w.look()
+	}
+	b.ReportMetric(float64(len(w.procs)), "processes")
+}
