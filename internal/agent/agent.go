@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,9 @@ type Status struct {
 	SendErrors int64 `json:"send_errors"`
 	PprofFiles int64 `json:"pprof_files"`
 	Processes  int64 `json:"processes"` // whose state is kept now
+	// KeptPids are those processes: a process's state goes once the last
+	// window it was in is read.
+	KeptPids []uint32 `json:"kept_pids"`
 	// JITCopyBytes is the disk the copies of perf maps and containers'
 	// dumps use; JITCopiesEvicted counts the exited processes whose
 	// copies the size bound removed before their last window was read.
@@ -114,12 +118,16 @@ type counters struct {
 	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
 	statusMu                                                                                           sync.Mutex
 	jit                                                                                                *record.JITWatcher
+	kept                                                                                               atomic.Pointer[[]uint32]
 }
 
 func (c *counters) snapshot() Status {
 	s := Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
 		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
 		PprofFiles: c.pprofFiles.Load(), Processes: c.processes.Load()}
+	if kept := c.kept.Load(); kept != nil {
+		s.KeptPids = *kept
+	}
 	if c.jit != nil {
 		s.JITCopyBytes, s.JITCopiesEvicted = c.jit.Usage()
 	}
@@ -369,6 +377,8 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	w.procs, w.waits, w.pids, w.exited = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
 	s.c.processes.Store(int64(len(s.tr.procs)))
+	kept := slices.Sorted(maps.Keys(s.tr.procs))
+	s.c.kept.Store(&kept)
 	s.c.windows.Add(1)
 	s.c.writeStatus(s.o.Status)
 	if err := s.w.Close(); err != nil {
