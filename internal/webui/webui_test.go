@@ -307,8 +307,12 @@ func TestFlameGraphNames(t *testing.T) {
 		t.Errorf("the header names %q as the program, want node", m)
 	}
 
-	dom := html.UnescapeString(chromium(t, browser, "--window-size=1000,800", "--dump-dom", base+"/ui/flamegraph"))
-	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)$`)
+	// Wide, so that the boxes of functions with a few percent of the
+	// samples are wide enough to hold their names.
+	dom := html.UnescapeString(chromium(t, browser, "--window-size=3000,800", "--dump-dom", base+"/ui/flamegraph"))
+	// A function TurboFan inlined is drawn as an inferred frame, by its
+	// whole name too.
+	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)(` + regexp.QuoteMeta(perfprof.InferredSuffix) + `)?$`)
 	drawn := map[string]bool{}
 	for _, m := range boxText.FindAllStringSubmatch(dom, -1) {
 		text := m[1]
