@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/jitprof/jitprof/internal/elfwrite"
+	"github.com/jitprof/jitprof/internal/leb128"
 )
 
 // DW_EH_PE pointer encodings (LSB 3.0, "DWARF Exception Header Encoding").
@@ -241,16 +242,13 @@ func (r *ehReader) skip(n int) {
 }
 
 func (r *ehReader) uleb() uint64 {
-	var v uint64
-	for shift := 0; ; shift += 7 {
-		c := r.u8()
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 || r.bad {
-			return v
-		}
+	v, n := leb128.Unsigned(r.p)
+	if n == 0 {
+		r.bad = true
+		n = len(r.p)
 	}
+	r.p = r.p[n:]
+	return v
 }
 
 func (r *ehReader) cstring() []byte {
