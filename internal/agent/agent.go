@@ -115,18 +115,18 @@ type Status struct {
 }
 
 type counters struct {
-	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles, processes atomic.Int64
-	statusMu                                                                                           sync.Mutex
-	jit                                                                                                *record.JITWatcher
-	kept                                                                                               atomic.Pointer[[]uint32]
+	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles atomic.Int64
+	statusMu                                                                                sync.Mutex
+	jit                                                                                     *record.JITWatcher
+	kept                                                                                    atomic.Pointer[[]uint32]
 }
 
 func (c *counters) snapshot() Status {
 	s := Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
 		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
-		PprofFiles: c.pprofFiles.Load(), Processes: c.processes.Load()}
+		PprofFiles: c.pprofFiles.Load()}
 	if kept := c.kept.Load(); kept != nil {
-		s.KeptPids = *kept
+		s.KeptPids, s.Processes = *kept, int64(len(*kept))
 	}
 	if c.jit != nil {
 		s.JITCopyBytes, s.JITCopiesEvicted = c.jit.Usage()
@@ -376,7 +376,6 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	w.end, w.endMono = now, monotonic()
 	w.procs, w.waits, w.pids, w.exited = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
-	s.c.processes.Store(int64(len(s.tr.procs)))
 	kept := slices.Sorted(maps.Keys(s.tr.procs))
 	s.c.kept.Store(&kept)
 	s.c.windows.Add(1)

@@ -770,19 +770,12 @@ func TestWindowsAgainstPerf(t *testing.T) {
 // only (and the kernel's mapping).
 func keepPid(t *testing.T, in, out string, pid uint32) {
 	t.Helper()
-	f, err := os.Open(in)
+	f, err := perfdata.Open(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := perfdata.NewReader(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.Reader
 	w, err := perfdata.Create(out, r.Options())
 	if err != nil {
 		t.Fatal(err)

@@ -76,19 +76,12 @@ func TestTableCache(t *testing.T) {
 // buildFrom builds the Space of the recording at path.
 func buildFrom(t *testing.T, path string, opts Options) *Space {
 	t.Helper()
-	f, err := os.Open(path)
+	f, err := perfdata.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := perfdata.NewReader(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.Reader
 	sp, err := Build(r, opts)
 	if err != nil {
 		t.Fatal(err)
