@@ -329,6 +329,11 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 // in the dump's order.
 func (b *builder) dumpEvents() {
 	order := int64(math.MaxInt64 / 2)
+	n := 0
+	for _, d := range b.jit.Dumps {
+		n += len(d.Events)
+	}
+	b.events = slices.Grow(b.events, n)
 	for _, d := range b.jit.Dumps {
 		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
 		b.dumps = append(b.dumps, mod)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/google/btree"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/perfmap"
 )
@@ -38,63 +39,103 @@ type region struct {
 type timeline struct {
 	regions []region
 	maxEnd  []uint64 // maxEnd[i] is the largest end among regions[:i+1]
-	live    []int32  // while building: the regions in place now, by start
+	// live, while building, holds the regions in place now, by start. A
+	// tree, not a sorted slice: a JIT places its functions in no address
+	// order, and inserting each into the middle of a slice of thousands
+	// made the build quadratic (a third of an agent window's build).
+	live *btree.BTreeG[liveRegion]
 }
+
+// liveRegion is a region in place, by its start.
+type liveRegion struct {
+	start uint64
+	index int32 // in regions
+}
+
+func byStart(a, b liveRegion) bool { return a.start < b.start }
+
+// liveDegree is the live tree's degree: nodes of up to 63 regions, which
+// google/btree finds fastest for small keys.
+const liveDegree = 32
 
 // place puts r in place from r.from on, retiring what it overlaps.
 func (tl *timeline) place(r region) {
-	// Live regions do not overlap, so sorted by start they are sorted by
-	// end too: the overlapped ones are live[i:j].
-	i := sort.Search(len(tl.live), func(k int) bool { return tl.regions[tl.live[k]].end > r.start })
-	j := i
-	for j < len(tl.live) && tl.regions[tl.live[j]].start < r.end {
-		tl.regions[tl.live[j]].until = r.from
-		j++
+	if r.end <= r.start {
+		return // holds no address
 	}
-	parts := make([]int32, 0, 3)
+	if tl.live == nil {
+		tl.live = btree.NewG(liveDegree, byStart)
+	}
+	// Live regions do not overlap, so only the one starting last at or
+	// before r can reach into it from below; the others it overlaps start
+	// inside it.
+	var overlapped []liveRegion
+	tl.live.DescendLessOrEqual(liveRegion{start: r.start}, func(l liveRegion) bool {
+		if tl.regions[l.index].end > r.start {
+			overlapped = append(overlapped, l)
+		}
+		return false
+	})
+	tl.live.AscendRange(liveRegion{start: r.start + 1}, liveRegion{start: r.end}, func(l liveRegion) bool {
+		overlapped = append(overlapped, l)
+		return true
+	})
+	for _, l := range overlapped {
+		tl.regions[l.index].until = r.from
+		tl.live.Delete(l)
+	}
+	tl.add(r)
+	if len(overlapped) == 0 {
+		return
+	}
 	// Only the first can start before r, and only the last end after it.
-	if j > i {
-		if first := tl.regions[tl.live[i]]; first.start < r.start {
-			first.end, first.from, first.until = r.start, r.from, forever
-			parts = append(parts, tl.add(first))
-		}
+	if first := tl.regions[overlapped[0].index]; first.start < r.start {
+		first.end, first.from, first.until = r.start, r.from, forever
+		tl.add(first)
 	}
-	parts = append(parts, tl.add(r))
-	if j > i {
-		if last := tl.regions[tl.live[j-1]]; last.end > r.end {
-			last.pgoff += r.end - last.start
-			last.start, last.from, last.until = r.end, r.from, forever
-			parts = append(parts, tl.add(last))
-		}
+	if last := tl.regions[overlapped[len(overlapped)-1].index]; last.end > r.end {
+		last.pgoff += r.end - last.start
+		last.start, last.from, last.until = r.end, r.from, forever
+		tl.add(last)
 	}
-	tl.live = slices.Replace(tl.live, i, j, parts...)
 }
 
-func (tl *timeline) add(r region) int32 {
+// add puts r in regions and in the live tree.
+func (tl *timeline) add(r region) {
 	tl.regions = append(tl.regions, r)
-	return int32(len(tl.regions) - 1)
+	tl.live.ReplaceOrInsert(liveRegion{r.start, int32(len(tl.regions) - 1)})
 }
 
 // retire ends, at time t, every live region for which gone says so.
 func (tl *timeline) retire(t uint64, gone func(*region) bool) {
-	tl.live = slices.DeleteFunc(tl.live, func(k int32) bool {
-		r := &tl.regions[k]
-		if !gone(r) {
-			return false
+	if tl.live == nil {
+		return
+	}
+	var retired []liveRegion
+	tl.live.Ascend(func(l liveRegion) bool {
+		if r := &tl.regions[l.index]; gone(r) {
+			r.until = t
+			retired = append(retired, l)
 		}
-		r.until = t
 		return true
 	})
+	for _, l := range retired {
+		tl.live.Delete(l)
+	}
 }
 
 // inherit gives tl, at time t, copies of the live regions of parent: a
 // forked process starts with its parent's address space.
 func (tl *timeline) inherit(parent *timeline, t uint64) {
-	for _, k := range parent.live {
-		r := parent.regions[k]
+	if parent.live == nil {
+		return
+	}
+	parent.live.Ascend(func(l liveRegion) bool {
+		r := parent.regions[l.index]
 		r.from, r.until = t, forever
 		tl.place(r)
-	}
+		return true
+	})
 }
 
 // index ends the build: regions sorted by start, with the running maximum
@@ -102,7 +143,11 @@ func (tl *timeline) inherit(parent *timeline, t uint64) {
 func (tl *timeline) index() {
 	tl.live = nil
 	tl.regions = slices.DeleteFunc(tl.regions, func(r region) bool { return r.from >= r.until })
-	slices.SortStableFunc(tl.regions, func(a, b region) int { return cmp.Compare(a.start, b.start) })
+	// Not a stable sort: at any time regions do not overlap, so find and
+	// gap look at every region with a start at or below addr and order
+	// among equal starts does not matter (a stable sort moved these
+	// 80-byte regions so often it took a third of a build).
+	slices.SortFunc(tl.regions, func(a, b region) int { return cmp.Compare(a.start, b.start) })
 	tl.maxEnd = make([]uint64, len(tl.regions))
 	var m uint64
 	for i, r := range tl.regions {

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -135,5 +136,28 @@ func BenchmarkFind(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		tl.find(addrs[i%len(addrs)], n)
+	}
+}
+
+// BenchmarkPlace builds the timeline of a process whose JIT loads n
+// functions in no address order, as V8 and HotSpot fill their code spaces.
+func BenchmarkPlace(b *testing.B) {
+	for _, n := range []int{20000, 200000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			starts := make([]uint64, n)
+			for i, k := range rng.Perm(n) {
+				starts[i] = uint64(k) * 0x200
+			}
+			m := &Module{Name: "f"}
+			for b.Loop() {
+				var tl timeline
+				for i, start := range starts {
+					tl.place(region{start: start, end: start + 0x100, from: uint64(i), until: forever, module: m})
+				}
+				tl.index()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/region")
+		})
 	}
 }
