@@ -113,6 +113,7 @@ type Stripped struct {
 func Run(opts Options) (*Result, error) {
 	opts.DumpDirs = jitsources.SearchDirs(opts.Input, opts.DumpDirs)
 	opts.PerfMapDirs = jitsources.SearchDirs(opts.Input, opts.PerfMapDirs)
+	opts.Options.Pids = opts.Filter.Pids // other processes' samples are not kept
 	var space *symbolize.Space
 	err := withReader(opts.Input, func(r *perfdata.Reader) error {
 		var err error

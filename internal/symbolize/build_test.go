@@ -234,6 +234,20 @@ func TestBuild(t *testing.T) {
 			{p1, kernelAdr, 500, "@[kernel.kallsyms]"},
 		},
 	}, {
+		// Were jit-2.dump, which is not there, looked for, a warning
+		// would say so.
+		name: "only the processes asked for have their dumps read",
+		records: []perfdata.Record{
+			marker(p1, 10, "$DIR/jit-1.dump"),
+			marker(p2, 10, "$DIR/jit-2.dump"),
+		},
+		dumps: []testDump{{path: "jit-1.dump", pid: p1, recs: []jitdump.Record{load(100, 1, codeA, 0x100, "fnA")}}},
+		opts:  Options{Pids: []uint32{p1}},
+		samples: []sample{
+			{p1, codeA + 0x10, 200, "fnA@jit-1.dump"},
+			{p2, codeA + 0x10, 200, ""},
+		},
+	}, {
 		name:    "a move leaves its old place empty",
 		records: []perfdata.Record{marker(p1, 10, "$DIR/jit-1.dump")},
 		dumps: []testDump{{path: "jit-1.dump", pid: p1, recs: []jitdump.Record{

@@ -123,6 +123,10 @@ type Options struct {
 	// one, extended with what their runtimes appended rather than read
 	// again: Close leaves them open.
 	Dumps *jitsources.DumpCache
+	// Pids, when set, are the processes whose jitted code is wanted: the
+	// dumps others marked are not read (a profile of some processes of a
+	// machine that runs many JITs need not hold them all in memory).
+	Pids []uint32
 }
 
 // Files are copies of a recording's files: each at Root+its recorded path,
@@ -245,6 +249,9 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	}
 	if b.jit, err = jitsources.Scan(r, b.record); err != nil {
 		return nil, err
+	}
+	if len(opts.Pids) > 0 {
+		b.jit.Markers = slices.DeleteFunc(b.jit.Markers, func(m jitsources.Marker) bool { return !slices.Contains(opts.Pids, m.Pid) })
 	}
 	b.jit.Cache = opts.Dumps
 	b.jit.Load(opts.DumpDirs, opts.Warn)
