@@ -90,52 +90,66 @@ type PerfMap struct {
 	Times []uint64
 }
 
-// FindPerfMap reads the perf map of process pid: perf-<pid>.map in dirs
-// (where jitprof record puts its copies, with their times), in the
-// process's own root while it runs (a container's /tmp, where the runtime
-// names it by its pid in its own pid namespace), or in /tmp. It returns nil
-// when there is none.
+// FindPerfMap reads the perf map of process pid from the first of
+// PerfMapPaths that can be read. It returns nil when there is none.
 func FindPerfMap(pid uint32, dirs []string, warn func(error)) *PerfMap {
-	name := fmt.Sprintf("perf-%d.map", pid)
-	var candidates []string
-	for _, d := range dirs {
-		candidates = append(candidates, filepath.Join(d, name))
-	}
-	if nspid, err := NamespacePid(pid); err == nil {
-		candidates = append(candidates, filepath.Join(procPath(pid, "root"), "tmp", fmt.Sprintf("perf-%d.map", nspid)))
-	}
-	candidates = append(candidates, filepath.Join("/tmp", name))
-	for _, path := range candidates {
-		entries, bad, err := perfmap.ParseFile(path)
-		if err != nil {
-			continue
-		}
-		if len(bad) > 0 {
-			warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
-		}
-		m := &PerfMap{Path: path, Entries: entries, Times: make([]uint64, len(entries))}
-		data, err := os.ReadFile(path + TimesSuffix)
-		if errors.Is(err, os.ErrNotExist) {
+	for _, path := range PerfMapPaths(pid, dirs) {
+		if m, err := ReadPerfMap(path, warn); err == nil {
 			return m
 		}
-		if err != nil {
-			warn(fmt.Errorf("%s: %w; its entries are taken in map order, the last one holding", path+TimesSuffix, err))
-			return m
-		}
-		rows, err := parseTimes(data, path+TimesSuffix)
-		if err != nil {
-			warn(err)
-		}
-		if len(rows) == 0 {
-			return m
-		}
-		for i, e := range entries {
-			k, _ := slices.BinarySearchFunc(rows, e.Line, func(r timesRow, line int) int { return r.lines - line })
-			m.Times[i] = rows[min(k, len(rows)-1)].time
-		}
-		return m
 	}
 	return nil
+}
+
+// PerfMapPaths lists, in order, where the perf map of process pid may be:
+// perf-<pid>.map in dirs (where jitprof record puts its copies, with their
+// times), in the process's own root while it runs (a container's /tmp,
+// where the runtime names it by its pid in its own pid namespace), and in
+// /tmp.
+func PerfMapPaths(pid uint32, dirs []string) []string {
+	name := fmt.Sprintf("perf-%d.map", pid)
+	var paths []string
+	for _, d := range dirs {
+		paths = append(paths, filepath.Join(d, name))
+	}
+	if nspid, err := NamespacePid(pid); err == nil {
+		paths = append(paths, filepath.Join(procPath(pid, "root"), "tmp", fmt.Sprintf("perf-%d.map", nspid)))
+	}
+	return append(paths, filepath.Join("/tmp", name))
+}
+
+// ReadPerfMap reads the perf map at path, with the times of its entries
+// from path+TimesSuffix where there is one. Lines that are not perf map
+// lines, and a times file that cannot be used, go to warn.
+func ReadPerfMap(path string, warn func(error)) (*PerfMap, error) {
+	entries, bad, err := perfmap.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
+	}
+	m := &PerfMap{Path: path, Entries: entries, Times: make([]uint64, len(entries))}
+	data, err := os.ReadFile(path + TimesSuffix)
+	if errors.Is(err, os.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		warn(fmt.Errorf("%s: %w; its entries are taken in map order, the last one holding", path+TimesSuffix, err))
+		return m, nil
+	}
+	rows, err := parseTimes(data, path+TimesSuffix)
+	if err != nil {
+		warn(err)
+	}
+	if len(rows) == 0 {
+		return m, nil
+	}
+	for i, e := range entries {
+		k, _ := slices.BinarySearchFunc(rows, e.Line, func(r timesRow, line int) int { return r.lines - line })
+		m.Times[i] = rows[min(k, len(rows)-1)].time
+	}
+	return m, nil
 }
 
 // procPath is /proc/PID/name.

@@ -1,12 +1,14 @@
 package symbolize
 
 import (
+	"maps"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/jitsources"
 )
 
 // TableCache keeps the symbol tables of ELF files, the kernel and the vDSO
@@ -16,10 +18,40 @@ import (
 // sampling. An ELF file is read again when it changes (its inode, size or
 // modification time), the kernel's symbols every KernelMaxAge (modules
 // come and go).
+//
+// It keeps processes' perf maps too, read and placed (a JIT's perf map can
+// hold a hundred thousand lines), until the map or its times file changes.
 type TableCache struct {
-	mu      sync.Mutex
-	gen     uint64
-	entries map[tableKey]*tableEntry
+	mu       sync.Mutex
+	gen      uint64
+	entries  map[tableKey]*tableEntry
+	perfMaps map[string]*perfMapEntry // by path
+}
+
+// fileVersion tells a file's versions apart; the zero value is no file.
+type fileVersion struct {
+	ino         uint64
+	size, mtime int64
+}
+
+func versionOf(path string) (fileVersion, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileVersion{}, err
+	}
+	v := fileVersion{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		v.ino = st.Ino
+	}
+	return v, nil
+}
+
+// perfMapEntry is the last version read of a perf map: a map that grows
+// is kept once, not once a version.
+type perfMapEntry struct {
+	perfMap, times fileVersion
+	module         *Module
+	used           uint64
 }
 
 // KernelMaxAge is how long the kernel's symbols are kept before they are
@@ -30,10 +62,8 @@ type tableKey struct {
 	kind    Kind
 	name    string
 	buildID string
-	running bool // for the kernel and vDSO: the running kernel's
-	ino     uint64
-	size    int64
-	mtime   int64
+	running bool        // for the kernel and vDSO: the running kernel's
+	file    fileVersion // for an ELF file
 }
 
 type tableEntry struct {
@@ -44,20 +74,43 @@ type tableEntry struct {
 
 // NewTableCache returns an empty cache.
 func NewTableCache() *TableCache {
-	return &TableCache{entries: make(map[tableKey]*tableEntry)}
+	return &TableCache{entries: make(map[tableKey]*tableEntry), perfMaps: make(map[string]*perfMapEntry)}
+}
+
+// perfMap returns the module read reads from the perf map at path, read
+// again only when the map or its times file changed; nil when there is no
+// map there. A nil cache reads it every time.
+func (c *TableCache) perfMap(path string, read func(string) *Module) *Module {
+	if c == nil {
+		return read(path)
+	}
+	version, err := versionOf(path)
+	if err != nil {
+		return nil
+	}
+	times, _ := versionOf(path + jitsources.TimesSuffix) // none: the zero version
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.perfMaps[path]
+	if e == nil || e.perfMap != version || e.times != times {
+		m := read(path)
+		if m == nil {
+			return nil
+		}
+		e = &perfMapEntry{perfMap: version, times: times, module: m}
+		c.perfMaps[path] = e
+	}
+	e.used = c.gen
+	return e.module
 }
 
 // get returns m's table for s, reading it on first use.
 func (c *TableCache) get(s *Space, m *Module) *elfsym.Table {
 	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), running: s.sameKernel}
 	if m.Kind == ELF {
-		fi, err := os.Stat(s.opts.Files.Path(m.Name))
-		if err != nil {
+		var err error
+		if key.file, err = versionOf(s.opts.Files.Path(m.Name)); err != nil {
 			return nil
-		}
-		key.size, key.mtime = fi.Size(), fi.ModTime().UnixNano()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			key.ino = st.Ino
 		}
 	}
 	c.mu.Lock()
@@ -92,6 +145,7 @@ func (c *TableCache) Sweep(keep uint64) {
 			delete(c.entries, k)
 		}
 	}
+	maps.DeleteFunc(c.perfMaps, func(_ string, e *perfMapEntry) bool { return c.gen-e.used >= keep })
 	c.gen++
 }
 

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,4 +88,49 @@ func buildFrom(t *testing.T, path string, opts Options) *Space {
 		t.Fatal(err)
 	}
 	return sp
+}
+
+// TestPerfMapCache: Spaces built with one cache share a process's perf
+// map, read and placed once; a map that grew is read again, in place of
+// the version before; Sweep drops a map no Space has used.
+func TestPerfMapCache(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, fmt.Sprintf("perf-%d.map", p1))
+	writeFile(t, path, []byte("10000 40 first\n"))
+	rec := filepath.Join(dir, "perf.data")
+	writeRecording(t, rec, buildCase{records: []perfdata.Record{commRec(p1, p1, 1, "jit", true)}}, func(s string) string { return s })
+
+	cache := NewTableCache()
+	defer cache.Close()
+	lookup := func(addr uint64) (string, *Module) {
+		t.Helper()
+		sp := buildFrom(t, rec, Options{Tables: cache, PerfMapDirs: []string{dir}})
+		defer sp.Close()
+		fr := sp.Lookup(p1, addr, 2, false)
+		return fr.Symbol.Name, fr.Module
+	}
+	n1, m1 := lookup(0x10010)
+	n2, m2 := lookup(0x10010)
+	if n1 != "first" || n2 != "first" || m1 != m2 {
+		t.Fatalf("names %q, %q (want first); one module shared: %v", n1, n2, m1 == m2)
+	}
+
+	// The runtime appends a line: the map is read again.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("10040 40 second\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	n3, m3 := lookup(0x10050)
+	if n3 != "second" || m3 == m1 || len(cache.perfMaps) != 1 {
+		t.Errorf("after the map grew: %q (want second), read again: %v, %d maps kept (want 1)", n3, m3 != m1, len(cache.perfMaps))
+	}
+	cache.Sweep(1)
+	cache.Sweep(1)
+	if len(cache.perfMaps) != 0 {
+		t.Errorf("after sweeping, %d maps kept, want none", len(cache.perfMaps))
+	}
 }

@@ -552,29 +552,39 @@ func (f *Files) VDSOTable(running bool) (*elfsym.Table, error) {
 // perfMap returns the module of p's perf map, or nil when it has none.
 func (s *Space) perfMap(p *process) *Module {
 	p.mapOnce.Do(func() {
-		pm := jitsources.FindPerfMap(p.pid, s.opts.PerfMapDirs, s.opts.Warn)
-		if pm == nil {
-			return
-		}
-		m := &Module{Name: pm.Path, Kind: PerfMap}
-		// Placed in time order, and in map order at equal times, each
-		// entry retires what it overlaps: the later one holds.
-		order := make([]int, len(pm.Entries))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(pm.Times[i], pm.Times[j]) })
-		for _, i := range order {
-			e := &pm.Entries[i]
-			if e.Size == 0 || e.Start+e.Size < e.Start {
-				continue // names no address
+		for _, path := range jitsources.PerfMapPaths(p.pid, s.opts.PerfMapDirs) {
+			if p.perfMap = s.opts.Tables.perfMap(path, s.readPerfMap); p.perfMap != nil {
+				return
 			}
-			m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, entry: e})
 		}
-		m.perfMap.index()
-		p.perfMap = m
 	})
 	return p.perfMap
+}
+
+// readPerfMap reads the perf map at path into a module, or returns nil
+// when it cannot be read.
+func (s *Space) readPerfMap(path string) *Module {
+	pm, err := jitsources.ReadPerfMap(path, s.opts.Warn)
+	if err != nil {
+		return nil
+	}
+	m := &Module{Name: pm.Path, Kind: PerfMap}
+	// Placed in time order, and in map order at equal times, each entry
+	// retires what it overlaps: the later one holds.
+	order := make([]int, len(pm.Entries))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(pm.Times[i], pm.Times[j]) })
+	for _, i := range order {
+		e := &pm.Entries[i]
+		if e.Size == 0 || e.Start+e.Size < e.Start {
+			continue // names no address
+		}
+		m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, entry: e})
+	}
+	m.perfMap.index()
+	return m
 }
 
 // Comm returns the name thread tid had at time t, or "" when the recording
