@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitsources"
-	"github.com/jitprof/jitprof/perfdata"
 )
 
 // TestDWARFReportSpeed: on perf's own --call-graph dwarf recording of
@@ -32,7 +29,7 @@ func TestDWARFReportSpeed(t *testing.T) {
 	// 2 kHz for 7 CPU seconds: about 14,000 samples of 8.4 KB.
 	fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "1999", "--call-graph", "dwarf",
 		"-o", data, "--", python, "-X", "perf_jit", prog, "7")
-	removeDumps(t, data)
+	fixtures.RemoveTmpJITFiles(t, data)
 	fi, err := os.Stat(data)
 	if err != nil {
 		t.Fatal(err)
@@ -92,28 +89,4 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// removeDumps removes, at the test's end, the dumps the recording's
-// processes wrote (CPython writes them in /tmp) and the images perf inject
-// writes beside them.
-func removeDumps(t *testing.T, data string) {
-	t.Helper()
-	f, err := perfdata.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rec, err := jitsources.Scan(f.Reader, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range rec.Markers {
-		t.Cleanup(func() {
-			images, _ := filepath.Glob(filepath.Join(filepath.Dir(m.Path), fmt.Sprintf("jitted-%d-*.so", m.Pid)))
-			for _, p := range append(images, m.Path) {
-				os.Remove(p)
-			}
-		})
-	}
 }

@@ -83,6 +83,7 @@ func TestDWARFStacksAgainstPerf(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "perf.data")
 	fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "999", "--call-graph", "dwarf", "-o", data, "--", python, "-X", "perf_jit", prog, "1")
+	fixtures.RemoveTmpJITFiles(t, data)
 	injected := filepath.Join(dir, "perf.jit.data")
 	fixtures.Perf(t, "inject", "--jit", "-i", data, "-o", injected)
 	perf := scriptStacks(fixtures.Perf(t, "script", "--no-inline", "-i", injected, "-F", "ip,sym"))
@@ -260,6 +261,7 @@ func TestRecordDWARFStacks(t *testing.T) {
 				t.Fatalf("record: exit %d\n%s", code, stderr)
 			}
 			t.Logf("record: %s", strings.TrimSpace(stderr))
+			fixtures.RemoveTmpJITFiles(t, data)
 			code, out := jitprof(t, "report", "-i", data, "--format", "folded")
 			if code != 0 {
 				t.Fatalf("report: exit %d\n%s", code, out)
@@ -272,6 +274,7 @@ func TestRecordDWARFStacks(t *testing.T) {
 
 			perfData := filepath.Join(dir, "perf-own.data")
 			fixtures.Perf(t, append([]string{"record", "-q", "-k", "mono", "--no-bpf-event", "-F", "999", "--call-graph", "dwarf", "-o", perfData, "--"}, argv...)...)
+			fixtures.RemoveTmpJITFiles(t, perfData)
 			injected := filepath.Join(dir, "perf-own.jit.data")
 			fixtures.Perf(t, "inject", "--jit", "-i", perfData, "-o", injected)
 			in, whole = chainShare(scriptStacks(fixtures.Perf(t, "script", "--no-inline", "-i", injected, "-F", "ip,sym")), tc.in, tc.whole)

@@ -334,26 +334,6 @@ func analyzeRecording(t *testing.T, data string) *perfprof.Result {
 	return res
 }
 
-// removeDumps removes the dumps and perf maps a recording's processes wrote
-// in /tmp, where some runtimes always write them.
-func removeDumps(t *testing.T, data string) {
-	f, err := perfdata.Open(data)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	for {
-		rec, err := f.Next()
-		if err != nil {
-			return
-		}
-		if m, ok := rec.(*perfdata.Mmap2); ok && jitsources.IsMarker(m.Filename) && filepath.Dir(m.Filename) == "/tmp" {
-			os.Remove(m.Filename)
-			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", m.Pid))
-		}
-	}
-}
-
 // TestRuntimesWithoutFlags records node, Erlang and CPython 3.13 with no
 // runtime flag on their command lines: the environment makes them write
 // dumps, and jitprof report names their jitted functions from them.
@@ -391,10 +371,10 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			dir := t.TempDir()
 			argv := tc.argv(t, dir)
 			data := filepath.Join(dir, "perf.data")
-			t.Cleanup(func() { removeDumps(t, data) })
 			// In dir: node writes its dump in the working directory.
 			t.Chdir(dir)
 			res, _ := record(t, Options{Freq: tc.hz, Output: data, RuntimeEnv: true, Command: argv})
+			fixtures.RemoveTmpJITFiles(t, data)
 			if res.ExitCode != 0 {
 				t.Fatalf("%s exited with status %d", argv[0], res.ExitCode)
 			}
