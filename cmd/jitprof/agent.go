@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/agent"
-	"github.com/jitprof/jitprof/internal/record"
 	"github.com/spf13/cobra"
 )
 
@@ -21,6 +20,7 @@ func newAgentCmd() *cobra.Command {
 		maxMB int64
 		jitMB int64
 		fp    bool
+		graph string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent (--otlp HOST:PORT | --pprof-dir DIR) [flags]",
@@ -41,18 +41,25 @@ counted (a log line each, and in --status).
 
 Runtimes name their jitted code only when started to write dumps or perf
 maps (node --perf-prof, java with jitprof's JVMTI agent, erl +JPperf true);
-jitprof record's help lists the variables that do it.`,
+jitprof record's help lists the variables that do it.
+
+Call chains come from frame pointers (-g, on by default). --call-graph
+dwarf copies each sample's user registers and stack and unwinds them as
+jitprof report does: whole stacks through code built without frame
+pointers (CPython's -X perf_jit trampolines, Debian's libc), at about 8 KB
+a sample instead of a hundred bytes.`,
 		Example: `  jitprof agent --otlp localhost:4317
   jitprof agent --pprof-dir /var/lib/jitprof --window 60s
-  jitprof agent -p $(pgrep -n node) --otlp collector:4317 --duration 5m`,
+  jitprof agent -p $(pgrep -n node) --otlp collector:4317 --duration 5m
+  jitprof agent --call-graph dwarf --cgroup /system.slice/app.service --pprof-dir /var/lib/jitprof`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
 				return err
 			}
-			if fp {
-				o.CallGraph = record.FramePointers
+			if o.CallGraph, o.StackSize, err = callGraphFlags(fp, graph); err != nil {
+				return err
 			}
 			o.PprofMaxBytes, o.JITCopyMaxBytes = maxMB<<20, jitMB<<20
 			stderr := cmd.ErrOrStderr()
@@ -76,6 +83,7 @@ jitprof record's help lists the variables that do it.`,
 	f.IntVarP(&o.Freq, "freq", "F", agent.DefaultFreq, "samples per second, per CPU (low, for always-on use)")
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
 	f.BoolVarP(&fp, "frame-pointers", "g", true, "record call chains by frame pointers, as jitprof record -g (-g=false: the sampled address only)")
+	f.StringVar(&graph, "call-graph", "", "record call chains: `MODE` fp (frame pointers, the default) or dwarf[,SIZE] (user registers and SIZE bytes of user stack a sample, default 8192, unwound by the code's unwind tables: whole stacks through code without frame pointers, such as CPython's, at about 100 times the bytes a sample)")
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
 	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
 	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")

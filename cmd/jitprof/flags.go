@@ -47,6 +47,22 @@ func count(n int, thing string) string {
 
 // samplingFlags turns -e and -p's values into record's: the event, nil for
 // the default, and the pids. A bad event is a usage error.
+// callGraphFlags turns -g and --call-graph into a call graph and a stack
+// copy size: as in perf, -g is --call-graph fp, and --call-graph wins.
+func callGraphFlags(fp bool, graph string) (record.CallGraph, uint32, error) {
+	if graph != "" {
+		cg, size, err := record.ParseCallGraph(graph)
+		if err != nil {
+			return 0, 0, &exitError{code: 2, err: err}
+		}
+		return cg, size, nil
+	}
+	if fp {
+		return record.FramePointers, 0, nil
+	}
+	return 0, 0, nil
+}
+
 func samplingFlags(event string, pids []uint) (*record.Event, []int, error) {
 	var ev *record.Event
 	if event != "" {

@@ -82,14 +82,8 @@ fills, recording stops and the file keeps what reached the disk.`,
 			if o.Event, o.Pids, err = samplingFlags(event, pids); err != nil {
 				return err
 			}
-			// As in perf, -g is --call-graph fp, and --call-graph wins.
-			if fp {
-				o.CallGraph = record.FramePointers
-			}
-			if graph != "" {
-				if o.CallGraph, o.StackSize, err = record.ParseCallGraph(graph); err != nil {
-					return &exitError{code: 2, err: err}
-				}
+			if o.CallGraph, o.StackSize, err = callGraphFlags(fp, graph); err != nil {
+				return err
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv

@@ -53,7 +53,8 @@ type Options struct {
 	Freq      int
 	Event     *record.Event
 	CallGraph record.CallGraph
-	Pids      []int // none: every process
+	StackSize uint32 // of a DWARF call graph's stack copies, as record's
+	Pids      []int  // none: every process
 	// Cgroup keeps, of every process sampled, those in this cgroup or
 	// below it (a path as /proc/PID/cgroup gives it, in any hierarchy).
 	Cgroup string
@@ -179,7 +180,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, Pids: o.Pids, Note: o.Log})
+	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, StackSize: o.StackSize, Pids: o.Pids, Note: o.Log})
 	if err != nil {
 		return Status{}, err
 	}

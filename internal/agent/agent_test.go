@@ -719,6 +719,68 @@ func TestCgroup(t *testing.T) {
 	}
 }
 
+// TestDWARFStacks: with --call-graph dwarf the agent's profiles carry
+// whole stacks through code built without frame pointers. CPython 3.13
+// under -X perf_jit runs calls3.py, whose leaf is called only through
+// middle, outer and the module: the samples in leaf must carry that chain,
+// as jitprof record --call-graph dwarf gives it (TestRecordDWARFStacks).
+// Frame pointers, the agent's default, are the control: CPython's
+// trampolines and libpython keep none.
+func TestDWARFStacks(t *testing.T) {
+	jitprof, _ := binaries(t)
+	python := fixtures.Python313(t)
+	for _, tc := range []struct {
+		mode string
+		want float64 // share of leaf's samples with the whole chain, at least
+	}{{"dwarf", 0.95}, {"fp", 0}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			prog := start(t, dir, python, "-X", "perf_jit", fixtures.Workload(t, "calls3.py"), "5")
+			time.Sleep(300 * time.Millisecond) // its trampolines made
+			pp := filepath.Join(dir, "pprof")
+			start(t, dir, jitprof, "agent", "-q", "-p", strconv.Itoa(prog.cmd.Process.Pid), "--call-graph", tc.mode,
+				"--pprof-dir", pp, "--window", "2s", "--duration", "4s").wait(t)
+			files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no profiles in %s (%v)", pp, err)
+			}
+			chain := []string{"py::<module>", "py::outer", "py::middle", "py::leaf"}
+			var inLeaf, whole int64
+			for _, f := range files {
+				for _, s := range readProfile(t, f).Sample {
+					var names []string // root first
+					for _, l := range slices.Backward(s.Location) {
+						for _, ln := range slices.Backward(l.Line) {
+							names = append(names, ln.Function.Name)
+						}
+					}
+					if !slices.Contains(names, "py::leaf") {
+						continue
+					}
+					inLeaf += s.Value[0]
+					if isSubsequence(chain, names) {
+						whole += s.Value[0]
+					}
+				}
+			}
+			t.Logf("%s: %d of %d samples in py::leaf carry <module> -> outer -> middle -> leaf", tc.mode, whole, inLeaf)
+			if tc.want > 0 && (inLeaf < 100 || float64(whole) < tc.want*float64(inLeaf)) {
+				t.Errorf("%d of %d samples in py::leaf carry the whole chain, want %.0f%% of 100 or more", whole, inLeaf, 100*tc.want)
+			}
+		})
+	}
+}
+
+// isSubsequence tells whether sub's elements appear in s in order.
+func isSubsequence(sub, s []string) bool {
+	for _, x := range s {
+		if len(sub) > 0 && x == sub[0] {
+			sub = sub[1:]
+		}
+	}
+	return len(sub) == 0
+}
+
 // TestWindowsAgainstPerf holds the agent's profiles against perf: each
 // window's perf.data, injected with perf inject --jit and read by perf
 // report, gives node's jitted functions the samples the agent's profile

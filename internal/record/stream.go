@@ -16,6 +16,7 @@ type StreamOptions struct {
 	Freq      int
 	Event     *Event // nil picks DefaultEvent
 	CallGraph CallGraph
+	StackSize uint32 // as Options.StackSize
 	// Pids are the processes to sample, with their threads and children;
 	// none samples every process on every CPU.
 	Pids  []int
@@ -38,7 +39,7 @@ type Stream struct {
 
 // OpenStream opens the events and starts sampling.
 func OpenStream(o StreamOptions) (*Stream, error) {
-	ro := Options{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages, Note: o.Note}
+	ro := Options{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, StackSize: o.StackSize, Pids: o.Pids, AllCPUs: len(o.Pids) == 0, Pages: o.Pages, Note: o.Note}
 	ev, ac, cpus, err := ro.prepare()
 	if err != nil {
 		return nil, err
