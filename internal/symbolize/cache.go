@@ -9,15 +9,16 @@ import (
 
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/unwind"
 )
 
-// TableCache keeps the symbol tables of ELF files, the kernel and the vDSO
-// from one Space to the next, for a caller that builds many Spaces of one
-// machine (jitprof agent builds one per window): reading node's or
-// libjvm.so's symbols again for every window would cost more than all the
-// sampling. An ELF file is read again when it changes (its inode, size or
-// modification time), the kernel's symbols every KernelMaxAge (modules
-// come and go).
+// TableCache keeps the symbol tables of ELF files, the kernel and the vDSO,
+// and the files' call frame information, from one Space to the next, for
+// a caller that builds many Spaces of one machine (jitprof agent builds one
+// per window): reading node's or libjvm.so's symbols again for every
+// window would cost more than all the sampling. An ELF file is read again
+// when it changes (its inode, size or modification time), the kernel's
+// symbols every KernelMaxAge (modules come and go).
 //
 // It keeps processes' perf maps too, read and placed (a JIT's perf map can
 // hold a hundred thousand lines), until the map or its times file changes.
@@ -66,10 +67,16 @@ type tableKey struct {
 	file    fileVersion // for an ELF file
 }
 
+// tableEntry is what is known of a file: its symbols and its call frame
+// information, each read on first use (nil when there is none to use,
+// which is kept too).
 type tableEntry struct {
-	table  *elfsym.Table // nil: there is none to use, which is kept too
-	used   uint64        // the generation that last used it
-	loaded time.Time
+	table      *elfsym.Table
+	tableRead  bool
+	unwind     *unwind.Table
+	unwindRead bool
+	used       uint64 // the generation that last used it
+	loaded     time.Time
 }
 
 // NewTableCache returns an empty cache.
@@ -104,8 +111,42 @@ func (c *TableCache) perfMap(path string, read func(string) *Module) *Module {
 	return e.module
 }
 
-// get returns m's table for s, reading it on first use.
+// get returns m's symbol table for s, reading it on first use.
 func (c *TableCache) get(s *Space, m *Module) *elfsym.Table {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(s, m)
+	if e == nil {
+		return nil
+	}
+	if !e.tableRead {
+		e.table, e.tableRead = s.openTable(m), true
+	}
+	return e.table
+}
+
+// unwindTable returns m's call frame information for s, reading it on
+// first use: a DWARF window unwinds through the same libraries as the one
+// before. A nil cache reads it every time.
+func (c *TableCache) unwindTable(s *Space, m *Module) *unwind.Table {
+	if c == nil {
+		return s.loadUnwind(m)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(s, m)
+	if e == nil {
+		return nil
+	}
+	if !e.unwindRead {
+		e.unwind, e.unwindRead = s.loadUnwind(m), true
+	}
+	return e.unwind
+}
+
+// entry returns m's entry, made on first use and marked used; nil when
+// m's file is gone. c.mu is held.
+func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
 	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), running: s.sameKernel}
 	if m.Kind == ELF {
 		var err error
@@ -113,8 +154,6 @@ func (c *TableCache) get(s *Space, m *Module) *elfsym.Table {
 			return nil
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	e := c.entries[key]
 	if e != nil && m.Kind == Kernel && time.Since(e.loaded) > KernelMaxAge {
 		if e.table != nil {
@@ -124,11 +163,11 @@ func (c *TableCache) get(s *Space, m *Module) *elfsym.Table {
 		e = nil
 	}
 	if e == nil {
-		e = &tableEntry{table: s.openTable(m), loaded: time.Now()}
+		e = &tableEntry{loaded: time.Now()}
 		c.entries[key] = e
 	}
 	e.used = c.gen
-	return e.table
+	return e
 }
 
 // Sweep closes the tables that no Space has used in the last keep calls

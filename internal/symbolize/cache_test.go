@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 	"github.com/jitprof/jitprof/perfdata"
@@ -24,7 +25,8 @@ func TestTableCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = "cached_fn"
-	layout, err := jitelf.Write(f, jitelf.OptionsFor(jitdump.Header{}), []jitelf.Function{{Name: want, Code: make([]byte, 64), CodeAddr: 0x10000}})
+	framed := unwindingInfo(t, 64, jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(6, 2))
+	layout, err := jitelf.Write(f, jitelf.OptionsFor(jitdump.Header{}), []jitelf.Function{{Name: want, Code: make([]byte, 64), CodeAddr: 0x10000, Unwind: framed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,16 +40,21 @@ func TestTableCache(t *testing.T) {
 
 	cache := NewTableCache()
 	defer cache.Close()
+	var cfi []*unwind.Table // each Space's
 	name := func() (string, *elfsym.Table, *Space) {
 		t.Helper()
 		sp := buildFrom(t, rec, Options{Tables: cache})
 		fr := sp.Lookup(p1, base+off, 2, false)
+		if _, ok := sp.UnwindRule(fr); !ok {
+			t.Errorf("no call frame information at %#x", base+off)
+		}
+		cfi = append(cfi, fr.Module.unwind)
 		return fr.Symbol.Name, fr.Module.table, sp
 	}
 	n1, t1, s1 := name()
 	n2, t2, s2 := name()
-	if n1 != want || n2 != want || t1 != t2 || cache.Len() != 1 {
-		t.Fatalf("names %q, %q (want %q); one table shared: %v; cache holds %d", n1, n2, want, t1 == t2, cache.Len())
+	if n1 != want || n2 != want || t1 != t2 || cfi[0] != cfi[1] || cache.Len() != 1 {
+		t.Fatalf("names %q, %q (want %q); one table shared: %v, one CFI table: %v; cache holds %d", n1, n2, want, t1 == t2, cfi[0] == cfi[1], cache.Len())
 	}
 	s1.Close()
 	if fr := s2.Lookup(p1, base+off, 2, false); fr.Symbol.Name != want {
@@ -62,8 +69,8 @@ func TestTableCache(t *testing.T) {
 	}
 	n3, t3, s3 := name()
 	s3.Close()
-	if n3 != want || t3 == t1 || cache.Len() != 2 {
-		t.Errorf("a changed file: name %q, table read again: %v, cache holds %d (want 2)", n3, t3 != t1, cache.Len())
+	if n3 != want || t3 == t1 || cfi[2] == cfi[0] || cache.Len() != 2 {
+		t.Errorf("a changed file: name %q, table read again: %v, CFI read again: %v, cache holds %d (want 2)", n3, t3 != t1, cfi[2] != cfi[0], cache.Len())
 	}
 	// The old table is unused from now on: swept after keep generations.
 	cache.Sweep(1)

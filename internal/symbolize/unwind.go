@@ -36,7 +36,7 @@ func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
 		}
 		return t.Lookup(f.Symbol.LoadAddr(f.Addr))
 	case m.Kind == ELF || m.Kind == VDSO:
-		m.unwindOnce.Do(func() { m.unwind = s.loadUnwind(m) })
+		m.unwindOnce.Do(func() { m.unwind = s.opts.Tables.unwindTable(s, m) })
 		if m.unwind == nil {
 			return r, false
 		}
