@@ -729,45 +729,48 @@ func TestCgroup(t *testing.T) {
 func TestDWARFStacks(t *testing.T) {
 	jitprof, _ := binaries(t)
 	python := fixtures.Python313(t)
-	for _, tc := range []struct {
-		mode string
-		want float64 // share of leaf's samples with the whole chain, at least
-	}{{"dwarf", 0.95}, {"fp", 0}} {
-		t.Run(tc.mode, func(t *testing.T) {
-			dir := t.TempDir()
-			prog := start(t, dir, python, "-X", "perf_jit", fixtures.Workload(t, "calls3.py"), "5")
-			time.Sleep(300 * time.Millisecond) // its trampolines made
-			pp := filepath.Join(dir, "pprof")
-			start(t, dir, jitprof, "agent", "-q", "-p", strconv.Itoa(prog.cmd.Process.Pid), "--call-graph", tc.mode,
-				"--pprof-dir", pp, "--window", "2s", "--duration", "4s").wait(t)
-			files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
-			if err != nil || len(files) == 0 {
-				t.Fatalf("no profiles in %s (%v)", pp, err)
-			}
-			chain := []string{"py::<module>", "py::outer", "py::middle", "py::leaf"}
-			var inLeaf, whole int64
-			for _, f := range files {
-				for _, s := range readProfile(t, f).Sample {
-					var names []string // root first
-					for _, l := range slices.Backward(s.Location) {
-						for _, ln := range slices.Backward(l.Line) {
-							names = append(names, ln.Function.Name)
-						}
-					}
-					if !slices.Contains(names, "py::leaf") {
-						continue
-					}
-					inLeaf += s.Value[0]
-					if isSubsequence(chain, names) {
-						whole += s.Value[0]
+	// wholeChains runs the program under the agent in mode and counts the
+	// samples in leaf and those of them that carry the whole chain.
+	wholeChains := func(t *testing.T, mode string) (inLeaf, whole int64) {
+		dir := t.TempDir()
+		prog := start(t, dir, python, "-X", "perf_jit", fixtures.Workload(t, "calls3.py"), "5")
+		time.Sleep(300 * time.Millisecond) // its trampolines made
+		pp := filepath.Join(dir, "pprof")
+		start(t, dir, jitprof, "agent", "-q", "-p", strconv.Itoa(prog.cmd.Process.Pid), "--call-graph", mode,
+			"--pprof-dir", pp, "--window", "2s", "--duration", "4s").wait(t)
+		files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no profiles in %s (%v)", pp, err)
+		}
+		chain := []string{"py::<module>", "py::outer", "py::middle", "py::leaf"}
+		for _, f := range files {
+			for _, s := range readProfile(t, f).Sample {
+				var names []string // root first
+				for _, l := range slices.Backward(s.Location) {
+					for _, ln := range slices.Backward(l.Line) {
+						names = append(names, ln.Function.Name)
 					}
 				}
+				if !slices.Contains(names, "py::leaf") {
+					continue
+				}
+				inLeaf += s.Value[0]
+				if isSubsequence(chain, names) {
+					whole += s.Value[0]
+				}
 			}
-			t.Logf("%s: %d of %d samples in py::leaf carry <module> -> outer -> middle -> leaf", tc.mode, whole, inLeaf)
-			if tc.want > 0 && (inLeaf < 100 || float64(whole) < tc.want*float64(inLeaf)) {
-				t.Errorf("%d of %d samples in py::leaf carry the whole chain, want %.0f%% of 100 or more", whole, inLeaf, 100*tc.want)
-			}
-		})
+		}
+		t.Logf("%s: %d of %d samples in py::leaf carry <module> -> outer -> middle -> leaf", mode, whole, inLeaf)
+		return inLeaf, whole
+	}
+	inLeaf, whole := wholeChains(t, "dwarf")
+	if inLeaf < 100 || float64(whole) < 0.95*float64(inLeaf) {
+		t.Errorf("%d of %d samples in py::leaf carry the whole chain, want 95%% of 100 or more", whole, inLeaf)
+	}
+	// The control: the chain is what DWARF unwinding gives, not what any
+	// stack of this program holds.
+	if _, fpWhole := wholeChains(t, "fp"); fpWhole*2 >= whole {
+		t.Errorf("with frame pointers %d samples carry the whole chain, with DWARF %d: want DWARF's to be more than twice", fpWhole, whole)
 	}
 }
 

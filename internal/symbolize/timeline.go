@@ -54,8 +54,7 @@ type liveRegion struct {
 
 func byStart(a, b liveRegion) bool { return a.start < b.start }
 
-// liveDegree is the live tree's degree: nodes of up to 63 regions, which
-// google/btree finds fastest for small keys.
+// liveDegree is the live tree's degree: nodes of up to 63 regions.
 const liveDegree = 32
 
 // place puts r in place from r.from on, retiring what it overlaps.
