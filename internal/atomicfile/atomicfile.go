@@ -10,27 +10,17 @@ import (
 )
 
 // Write creates name with what write writes, mode 0644.
-func Write(name string, write func(io.Writer) error) (err error) {
+func Write(name string, write func(io.Writer) error) error {
 	tmp, err := CreateTemp(name)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = write(tmp); err != nil {
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
+	return Commit(tmp, name)
 }
 
 // CreateTemp creates, mode 0600, the temporary file that is to be renamed
@@ -39,4 +29,20 @@ func Write(name string, write func(io.Writer) error) (err error) {
 // systems, and hidden, so a listing of the directory does not show it.
 func CreateTemp(name string) (*os.File, error) {
 	return os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
+}
+
+// Commit closes tmp, a file CreateTemp made for name, and renames it over
+// name, mode 0644; if any of that fails, tmp is removed.
+func Commit(tmp *os.File, name string) error {
+	err := tmp.Chmod(0o644)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }

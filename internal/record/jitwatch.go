@@ -792,7 +792,7 @@ func (w *JITWatcher) finish(p *watchedProc) {
 				exited.files = append(exited.files, f.dst)
 				continue
 			}
-			if err := closeInPlace(f.tmp, f.dst); err != nil {
+			if err := atomicfile.Commit(f.tmp, f.dst); err != nil {
 				w.fail(err)
 				continue
 			}
@@ -805,22 +805,6 @@ func (w *JITWatcher) finish(p *watchedProc) {
 		w.exited = append(w.exited, exited)
 	}
 	p.perfMap, p.dumps = nil, nil
-}
-
-// closeInPlace closes tmp, a file atomicfile.CreateTemp made, and renames it
-// to dst.
-func closeInPlace(tmp *os.File, dst string) error {
-	err := tmp.Chmod(0o644)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // fail keeps an error for Stop, the first few of them: the watcher goes on
