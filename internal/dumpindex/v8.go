@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -42,38 +41,14 @@ type v8Name struct {
 	start  pos
 }
 
-// parseV8Name parses "JS:" tier name " " script ":" line ":" col. The name
-// and the script are split at the last space: V8's names may hold spaces
-// ("get x"), and so may paths, but less often.
+// parseV8Name parses the name of a JavaScript function's code ("JS:"),
+// with its line and column, as the recovery of inlined functions needs it.
 func parseV8Name(s string) (v8Name, bool) {
-	rest, ok := strings.CutPrefix(s, "JS:")
-	if !ok {
+	n, ok := ParseV8Name(s)
+	if !ok || n.Tag != "JS:" || n.Column == 0 || n.Line >= maxPos || n.Column >= maxPos {
 		return v8Name{}, false
 	}
-	var n v8Name
-	if rest != "" && strings.IndexByte("*+^~", rest[0]) >= 0 {
-		n.tier, rest = rest[0], rest[1:]
-	}
-	sp := strings.LastIndexByte(rest, ' ')
-	if sp < 0 {
-		return v8Name{}, false
-	}
-	n.name, rest = rest[:sp], rest[sp+1:]
-	c2 := strings.LastIndexByte(rest, ':')
-	if c2 < 0 {
-		return v8Name{}, false
-	}
-	c1 := strings.LastIndexByte(rest[:c2], ':')
-	if c1 < 0 {
-		return v8Name{}, false
-	}
-	line, err1 := strconv.ParseUint(rest[c1+1:c2], 10, 32)
-	col, err2 := strconv.ParseUint(rest[c2+1:], 10, 32)
-	if err1 != nil || err2 != nil || line == 0 || line >= maxPos || col >= maxPos {
-		return v8Name{}, false
-	}
-	n.script, n.start = rest[:c1], pos{uint32(line), uint32(col)}
-	return n, true
+	return v8Name{tier: n.Tier, name: n.Name, script: n.Script, start: pos{uint32(n.Line), uint32(n.Column)}}, true
 }
 
 // optimized tells whether code of this tier can hold inlined functions.

@@ -16,6 +16,8 @@ func TestParseV8Name(t *testing.T) {
 		{"JS:*integrate /p/x.js:3:19", v8Name{'*', "integrate", "/p/x.js", pos{3, 19}}, true},
 		{"JS:~ node:internal/main:1:1", v8Name{'~', "", "node:internal/main", pos{1, 1}}, true},
 		{"JS:^get x /p/y.js:10:2", v8Name{'^', "get x", "/p/y.js", pos{10, 2}}, true},
+		// A script path with a space: named as perfprof splits it too.
+		{"JS:*f /p/a dir/x.js:3:4", v8Name{'*', "f", "/p/a dir/x.js", pos{3, 4}}, true},
 		{"JS:* :1:20", v8Name{'*', "", "", pos{1, 20}}, true}, // new Function: no script name
 		{"Builtin:ArrayIndexOf", v8Name{}, false},
 		{"JS:*f /p/x.js:0:1", v8Name{}, false},

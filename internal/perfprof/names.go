@@ -2,10 +2,10 @@ package perfprof
 
 import (
 	"cmp"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // Some runtimes name a jitted function after where its source is: V8
@@ -33,11 +33,6 @@ type sourceName struct {
 	line, column int64  // where the function starts; 0 when not given
 }
 
-// v8Tags are the prefixes of V8's names for JavaScript functions
-// (CodeEventLogger's tags; "LazyCompile" and "Function" before V8 10).
-// Builtins, bytecode handlers, stubs and RegExp code carry no place.
-var v8Tags = []string{"JS:", "Eval:", "LazyCompile:", "Function:", "Script:"}
-
 // splitName splits a jitted function's name that embeds its source file,
 // and tells whether it did.
 func splitName(raw string) (sourceName, bool) {
@@ -47,88 +42,18 @@ func splitName(raw string) (sourceName, bool) {
 	return splitCPython(raw)
 }
 
-// splitV8 splits "TAG:<tier>NAME SCRIPT:LINE:COLUMN" (the column is absent
-// in older V8s). NAME may hold spaces (getters are "get x") and so may
-// SCRIPT (a path), so the space that ends NAME is the first one followed
-// by what starts a script: "/", a URL scheme ("node:", "file:"), or the
-// ":LINE" of code that has no script (eval); failing that, the last space
-// ("[eval]", "evalmachine.<anonymous>").
+// splitV8 splits a V8 name that gives its function's place
+// (dumpindex.ParseV8Name).
 func splitV8(raw string) (sourceName, bool) {
-	tag := ""
-	for _, t := range v8Tags {
-		if strings.HasPrefix(raw, t) {
-			tag = t
-			break
-		}
-	}
-	if tag == "" {
-		return sourceName{}, false
-	}
-	head, n1, ok := cutNumber(raw)
+	n, ok := dumpindex.ParseV8Name(raw)
 	if !ok {
 		return sourceName{}, false
 	}
-	line, col := n1, int64(0)
-	if h, n2, ok := cutNumber(head); ok {
-		head, line, col = h, n2, n1
-	}
-	sep := -1
-	for i := len(tag); i < len(head); i++ {
-		if head[i] != ' ' {
-			continue
-		}
-		if looksLikeScript(head[i+1:]) {
-			sep = i
-			break
-		}
-	}
-	if sep < 0 {
-		sep = strings.LastIndexByte(head, ' ')
-	}
-	if sep < len(tag) {
-		return sourceName{}, false
-	}
-	sn := sourceName{name: head[:sep], file: head[sep+1:], line: line, column: col}
-	if strings.TrimLeft(sn.name[len(tag):], "*^~+-") == "" {
+	sn := sourceName{name: n.Function(), file: n.Script, line: n.Line, column: n.Column}
+	if strings.TrimLeft(n.Name, "*^~+-") == "" {
 		sn.name = raw // no name but its place
 	}
 	return sn, true
-}
-
-// cutNumber cuts ":N" off the end of s, N a line or column number as V8
-// writes them: from 1, in decimal digits.
-func cutNumber(s string) (string, int64, bool) {
-	i := strings.LastIndexByte(s, ':')
-	digits := s[i+1:]
-	if i < 0 || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return s[:i], n, true
-}
-
-// looksLikeScript tells whether s, what follows a space in a V8 name
-// before ":LINE:COLUMN", starts like a script name: empty (eval'd code), a
-// path, or a URL ("node:internal/...", "file:///...", "webpack://...").
-func looksLikeScript(s string) bool {
-	if s == "" || s[0] == '/' {
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ':':
-			return i > 0
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // splitCPython splits CPython's "py::QUALNAME:FILE" (perf trampolines, 3.12
