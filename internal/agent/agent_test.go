@@ -256,13 +256,14 @@ func TestCollector(t *testing.T) {
 	erlBefore := start(t, dir, erlCmd...)
 	time.Sleep(time.Second) // running when the agent starts
 	ag := start(t, dir, jitprof, "agent", "--otlp", fmt.Sprintf("127.0.0.1:%d", col.port), "-F", "99",
-		"--window", "4s", "--duration", "14s", "--keep-windows", windows, "--status", status)
+		"--window", "4s", "--keep-windows", windows, "--status", status)
 	time.Sleep(3 * time.Second)
 	javaAfter := start(t, dir, javaCmd...)
 	nodeAfter := start(t, dir, nodeBusy(t, 5000)...)
-	for _, p := range []*program{nodeAfter, javaAfter, nodeBefore, erlBefore, ag} {
+	for _, p := range []*program{nodeAfter, javaAfter, nodeBefore, erlBefore} {
 		p.wait(t)
 	}
+	ag.interrupt(t)
 	t.Logf("agent:\n%s", ag.out.String())
 	st := readStatus(t, status)
 	if st.Windows < 3 || st.Sent != st.Windows || st.Dropped != 0 {
@@ -408,8 +409,7 @@ func TestCollectorOutage(t *testing.T) {
 	col.start(t)
 	restarted := time.Now()
 	after := waitStatus(t, status, 60*time.Second, func(s Status) bool { return s.Sent >= during.Sent+2 })
-	ag.cmd.Process.Signal(os.Interrupt)
-	ag.wait(t)
+	ag.interrupt(t)
 	node.cmd.Process.Kill()
 	final := readStatus(t, status)
 	t.Logf("before %+v\nduring %+v\nafter %+v\nfinal %+v\nagent:\n%s", before, during, after, final, ag.out.String())
@@ -556,8 +556,7 @@ func TestSoak(t *testing.T) {
 	close(stopSampling)
 	<-sampled
 	end := readStatus(t, status)
-	ag.cmd.Process.Signal(os.Interrupt)
-	ag.wait(t)
+	ag.interrupt(t)
 
 	part := func(from, to time.Duration) (median, peak int64) {
 		var in []int64
@@ -686,14 +685,16 @@ func testCgroup(t *testing.T, pid int) string {
 func TestCgroup(t *testing.T) {
 	jitprof, _ := binaries(t)
 	dir := t.TempDir()
-	// The programs end before the agent, so that node's buffered dumps
-	// are whole when the windows are symbolized.
 	outside := start(t, dir, nodeBusy(t, 4000)...)
 	inside := start(t, dir, nodeBusy(t, 4000)...)
 	cg := testCgroup(t, inside.cmd.Process.Pid)
 	pp := filepath.Join(dir, "pprof")
-	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "3s", "--duration", "6s", "--cgroup", cg, "-q")
-	ag.wait(t)
+	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "3s", "--cgroup", cg, "-q")
+	// The programs end before the agent, so that node's buffered dumps
+	// are whole when the windows are symbolized.
+	inside.wait(t)
+	outside.wait(t)
+	ag.interrupt(t)
 	files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no profiles in %s (%v)", pp, err)
@@ -736,15 +737,14 @@ func TestDWARFStacks(t *testing.T) {
 		prog := start(t, dir, python, "-X", "perf_jit", fixtures.Workload(t, "calls3.py"), "4")
 		pp := filepath.Join(dir, "pprof")
 		ag := start(t, dir, jitprof, "agent", "-q", "-p", strconv.Itoa(prog.cmd.Process.Pid), "--call-graph", mode,
-			"--pprof-dir", pp, "--window", "2s", "--duration", "5m")
+			"--pprof-dir", pp, "--window", "2s")
 		// CPython writes its dump through a stdio buffer and flushes the
 		// last of it, its trampolines for calls3's functions among it, only
 		// at exit. The agent stops after python has exited, so every
 		// window has the whole dump whatever the machine's load (CI's run
 		// stopped the agent first, and no window could name a py:: frame).
 		prog.wait(t)
-		ag.cmd.Process.Signal(os.Interrupt)
-		ag.wait(t)
+		ag.interrupt(t)
 		files, err := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no profiles in %s (%v)", pp, err)
@@ -801,9 +801,9 @@ func TestWindowsAgainstPerf(t *testing.T) {
 	node := start(t, dir, nodeBusy(t, 6000)...)
 	time.Sleep(500 * time.Millisecond)
 	windows, pp := filepath.Join(dir, "windows"), filepath.Join(dir, "pprof")
-	ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp, "--window", "3s", "--duration", "5s", "-F", "199", "-q")
-	ag.wait(t)
-	node.wait(t) // its dump complete, for perf
+	ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp, "--window", "3s", "-F", "199", "-q")
+	node.wait(t) // its dump complete, for perf and for the agent's windows
+	ag.interrupt(t)
 	pid := int64(node.cmd.Process.Pid)
 	kept, err := filepath.Glob(filepath.Join(windows, "window-*.data"))
 	if err != nil || len(kept) < 2 {

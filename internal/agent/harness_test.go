@@ -282,6 +282,16 @@ func start(t *testing.T, dir string, argv ...string) *program {
 	return p
 }
 
+// interrupt stops an agent as systemd or a user's ^C does, and waits for
+// it to send its last windows. Tests whose programs must be sampled from
+// start to exit stop the agent this way once the programs have exited,
+// rather than giving it a --duration a loaded machine could outrun.
+func (p *program) interrupt(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(os.Interrupt)
+	p.wait(t)
+}
+
 func (p *program) wait(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Wait(); err != nil {

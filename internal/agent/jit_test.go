@@ -62,11 +62,11 @@ func TestPerfMapReuse(t *testing.T) {
 	dir := t.TempDir()
 	windows, pp, status := filepath.Join(dir, "windows"), filepath.Join(dir, "pprof"), filepath.Join(dir, "status.json")
 	ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp, "--status", status,
-		"--window", "2s", "--duration", "8s", "-F", "999", "-q")
+		"--window", "2s", "-F", "999", "-q")
 	time.Sleep(1500 * time.Millisecond) // sampling
 	work := start(t, dir, bin, "2", "1")
 	work.wait(t)
-	ag.wait(t)
+	ag.interrupt(t)
 	pid := work.cmd.Process.Pid
 	var truth map[string]int64
 	if err := json.Unmarshal([]byte(work.out.String()), &truth); err != nil {
@@ -98,14 +98,14 @@ func TestContainer(t *testing.T) {
 			windows, pp := filepath.Join(dir, "windows"), filepath.Join(dir, "pprof")
 			// One window, read after the container is gone.
 			ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp,
-				"--window", "7s", "--duration", "7s", "-F", "999", "-q")
+				"--window", "1m", "-F", "999", "-q")
 			time.Sleep(1500 * time.Millisecond) // sampling
 			pid, wait := fixtures.NodeContainer(t, flag, 3)
 			if nspid, err := jitsources.NamespacePid(uint32(pid)); err != nil || nspid == uint32(pid) {
 				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
 			}
 			out := wait()
-			ag.wait(t)
+			ag.interrupt(t)
 			var truth map[string]int64
 			if err := json.Unmarshal([]byte(out), &truth); err != nil {
 				t.Fatalf("the script's truth: %v: %q", err, out)
