@@ -216,16 +216,7 @@ func TestJVMTIInline(t *testing.T) {
 	readPprof := func(args ...string) *profile.Profile {
 		pb := filepath.Join(dir, "profile.pb.gz")
 		report(append([]string{"--format", "pprof", "-o", pb}, args...)...)
-		f, err := os.Open(pb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		p, err := profile.Parse(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return fixtures.ReadProfile(t, pb)
 	}
 	p := readPprof()
 	pSteady := readPprof("--time", fmt.Sprintf("%d.%09d,", steady/1e9, steady%1e9))

@@ -190,16 +190,7 @@ func reportPprof(t *testing.T, data, pb string) *profile.Profile {
 	if code, out := jitprof(t, "report", "-q", "-i", data, "--format", "pprof", "-o", pb); code != 0 {
 		t.Fatalf("report --format pprof: exit %d\n%s", code, out)
 	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return fixtures.ReadProfile(t, pb)
 }
 
 func buildJitprof(t testing.TB) string {

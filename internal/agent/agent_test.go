@@ -597,7 +597,7 @@ func TestSoak(t *testing.T) {
 	seen, named := make(map[int64]bool), make(map[int64]bool)
 	hot := regexp.MustCompile(`^JS:.hot[AB] `)
 	for _, f := range files {
-		p := readProfile(t, f)
+		p := fixtures.ReadProfile(t, f)
 		for _, s := range p.Sample {
 			v := s.NumLabel["pid"] // pprof files drop pid 0's label
 			if len(v) != 1 || !pids[v[0]] {
@@ -618,21 +618,6 @@ func TestSoak(t *testing.T) {
 	if len(seen) < n/2 || len(named) < len(seen)*8/10 {
 		t.Errorf("%d of %d programs sampled, %d of them with hotA or hotB named: want half sampled, 80%% of those named", len(seen), n, len(named))
 	}
-}
-
-// readProfile reads a pprof file the agent wrote.
-func readProfile(t *testing.T, path string) *profile.Profile {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return p
 }
 
 // newCgroup makes a cgroup for the test, in cgroup v2 only if v2 (which
@@ -702,7 +687,7 @@ func TestCgroup(t *testing.T) {
 	pids := make(map[int64]int64)
 	named := false
 	for _, f := range files {
-		for _, s := range readProfile(t, f).Sample {
+		for _, s := range fixtures.ReadProfile(t, f).Sample {
 			pid := int64(0)
 			if v := s.NumLabel["pid"]; len(v) == 1 {
 				pid = v[0]
@@ -751,7 +736,7 @@ func TestDWARFStacks(t *testing.T) {
 		}
 		chain := []string{"py::<module>", "py::outer", "py::middle", "py::leaf"}
 		for _, f := range files {
-			for _, s := range readProfile(t, f).Sample {
+			for _, s := range fixtures.ReadProfile(t, f).Sample {
 				var names []string // root first
 				for _, l := range slices.Backward(s.Location) {
 					for _, ln := range slices.Backward(l.Line) {
@@ -817,7 +802,7 @@ func TestWindowsAgainstPerf(t *testing.T) {
 			t.Fatalf("window %s: profiles %v", seq, profiles)
 		}
 		ours := make(map[string]int)
-		for _, s := range readProfile(t, profiles[0]).Sample {
+		for _, s := range fixtures.ReadProfile(t, profiles[0]).Sample {
 			if v := s.NumLabel["pid"]; len(v) != 1 || v[0] != pid || len(s.Location) == 0 {
 				continue
 			}

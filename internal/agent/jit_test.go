@@ -24,7 +24,7 @@ func leafCounts(t *testing.T, dir string, pid int, name func(string) string) map
 	}
 	counts := make(map[string]int)
 	for _, f := range files {
-		for _, s := range readProfile(t, f).Sample {
+		for _, s := range fixtures.ReadProfile(t, f).Sample {
 			if v := s.NumLabel["pid"]; len(v) != 1 || v[0] != int64(pid) || len(s.Location) == 0 {
 				continue
 			}
