@@ -198,7 +198,7 @@ func TestJVMTIInline(t *testing.T) {
 		"-XX:CompileCommand=quiet", "-XX:CompileCommand=inline,java.util.HashMap::put*", "-XX:CompileCommand=inline,java.lang.Integer::to*String*",
 		"-XX:StartFlightRecording=filename=" + jfr + ",settings=profile,method-profiling=max",
 		"-cp", classes, "Inline", "4000"})
-	checkInlineBudget(t, dir)
+	loads := checkInlineBudget(t, dir)
 
 	// The comparison with JFR is of the run's steady part, from mapWork's
 	// last compilation on. Before it the main thread runs other versions
@@ -208,7 +208,10 @@ func TestJVMTIInline(t *testing.T) {
 	// parts of the run differently when the thread does not have a whole
 	// CPU: over the whole run, mapWork's shares differed by 8 points in a
 	// run of the suite four packages at a time on two cores.
-	steady := lastLoad(t, dir, mapWork) + uint64(50*time.Millisecond)
+	if loads[mapWork] == 0 {
+		t.Fatalf("the dump loads no code of %s", mapWork)
+	}
+	steady := loads[mapWork] + uint64(50*time.Millisecond)
 	jfrCounts, mainTid := jfrTopFrames(t, filepath.Join(home, "bin", "jfr"), jfr, monotonicToWall(steady))
 	report := func(args ...string) string {
 		return runCommand(t, append([]string{bin, "report", "-q", "-i", data}, args...))
@@ -392,41 +395,6 @@ func TestJVMTIInline(t *testing.T) {
 	}
 }
 
-// lastLoad returns when the dump in dir last loaded code of method, in
-// CLOCK_MONOTONIC ns (the agent's clock).
-func lastLoad(t *testing.T, dir, method string) uint64 {
-	t.Helper()
-	dumps, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump"))
-	if len(dumps) != 1 {
-		t.Fatalf("dumps in %s: %q, want one", dir, dumps)
-	}
-	data, err := os.ReadFile(dumps[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := jitdump.NewBytesReader(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Header().Flags&jitdump.FlagArchTimestamp != 0 {
-		t.Fatalf("%s is timed by the TSC, not CLOCK_MONOTONIC", dumps[0])
-	}
-	last := uint64(0)
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			break
-		}
-		if l, ok := rec.(*jitdump.CodeLoad); ok && l.Name == method {
-			last = l.Timestamp
-		}
-	}
-	if last == 0 {
-		t.Fatalf("%s loads no code of %s", dumps[0], method)
-	}
-	return last
-}
-
 // monotonicToWall converts a CLOCK_MONOTONIC time to the wall clock, by
 // the clocks' difference now (JFR times its events by the wall clock).
 func monotonicToWall(mono uint64) time.Time {
@@ -481,9 +449,11 @@ func gprofCalls(out, caller, callee string) bool {
 
 // checkInlineBudget: in the recording's dumps, the inline records of each
 // method keep within the agent's budget (16 times its code, at least 32
-// KiB), and the test says what they cost the dump.
-func checkInlineBudget(t *testing.T, dir string) {
+// KiB), and the test says what they cost the dump. It returns when each
+// method's code was last loaded, in CLOCK_MONOTONIC ns (the agent's clock).
+func checkInlineBudget(t *testing.T, dir string) (lastLoads map[string]uint64) {
 	t.Helper()
+	lastLoads = make(map[string]uint64)
 	dumps, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump"))
 	if len(dumps) == 0 {
 		t.Fatalf("no dump in %s", dir)
@@ -496,6 +466,9 @@ func checkInlineBudget(t *testing.T, dir string) {
 		r, err := jitdump.NewBytesReader(bytes.Clone(data))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r.Header().Flags&jitdump.FlagArchTimestamp != 0 {
+			t.Fatalf("%s is timed by the TSC, not CLOCK_MONOTONIC", path)
 		}
 		var load *jitdump.CodeLoad
 		var inlineBytes, perLoad, records uint64
@@ -513,6 +486,7 @@ func checkInlineBudget(t *testing.T, dir string) {
 			case *jitdump.CodeLoad:
 				check()
 				load, perLoad = x, 0
+				lastLoads[x.Name] = x.Timestamp
 			case *jitdump.InlineInfo:
 				perLoad += uint64(x.Size)
 				inlineBytes += uint64(x.Size)
@@ -525,4 +499,5 @@ func checkInlineBudget(t *testing.T, dir string) {
 			t.Errorf("%s has no inline records", path)
 		}
 	}
+	return lastLoads
 }

@@ -45,8 +45,6 @@ func count(n int, thing string) string {
 	return strconv.Itoa(n) + " " + thing + "s"
 }
 
-// samplingFlags turns -e and -p's values into record's: the event, nil for
-// the default, and the pids. A bad event is a usage error.
 // callGraphFlags turns -g and --call-graph into a call graph and a stack
 // copy size: as in perf, -g is --call-graph fp, and --call-graph wins.
 func callGraphFlags(fp bool, graph string) (record.CallGraph, uint32, error) {
@@ -63,6 +61,8 @@ func callGraphFlags(fp bool, graph string) (record.CallGraph, uint32, error) {
 	return 0, 0, nil
 }
 
+// samplingFlags turns -e and -p's values into record's: the event, nil for
+// the default, and the pids. A bad event is a usage error.
 func samplingFlags(event string, pids []uint) (*record.Event, []int, error) {
 	var ev *record.Event
 	if event != "" {

@@ -368,6 +368,17 @@ func TestPerfTime(t *testing.T) {
 	}
 }
 
+// findPerfMap reads the perf map of process pid as symbolize finds it: from
+// the first of PerfMapPaths that can be read; nil when there is none.
+func findPerfMap(pid uint32, dirs []string, warn func(error)) *PerfMap {
+	for _, path := range PerfMapPaths(pid, dirs) {
+		if m, err := ReadPerfMap(path, warn); err == nil {
+			return m
+		}
+	}
+	return nil
+}
+
 func TestFindPerfMap(t *testing.T) {
 	// Beyond any pid_max, so that no process's /proc/PID/root answers, and
 	// this test process's own, so that no other run shares its /tmp map.
@@ -427,7 +438,7 @@ func TestFindPerfMap(t *testing.T) {
 				dirs = append(dirs, filepath.Join(dir, d))
 			}
 			warns := 0
-			m := FindPerfMap(pid, dirs, func(err error) { t.Log(err); warns++ })
+			m := findPerfMap(pid, dirs, func(err error) { t.Log(err); warns++ })
 			want := ""
 			switch tc.want {
 			case "":
@@ -441,7 +452,7 @@ func TestFindPerfMap(t *testing.T) {
 				path = m.Path
 			}
 			if path != want || warns != tc.warns {
-				t.Fatalf("FindPerfMap found %q with %d warnings, want %q with %d", path, warns, want, tc.warns)
+				t.Fatalf("findPerfMap found %q with %d warnings, want %q with %d", path, warns, want, tc.warns)
 			}
 			if m == nil {
 				return

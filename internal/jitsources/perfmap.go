@@ -90,18 +90,8 @@ type PerfMap struct {
 	Times []uint64
 }
 
-// FindPerfMap reads the perf map of process pid from the first of
-// PerfMapPaths that can be read. It returns nil when there is none.
-func FindPerfMap(pid uint32, dirs []string, warn func(error)) *PerfMap {
-	for _, path := range PerfMapPaths(pid, dirs) {
-		if m, err := ReadPerfMap(path, warn); err == nil {
-			return m
-		}
-	}
-	return nil
-}
-
-// PerfMapPaths lists, in order, where the perf map of process pid may be:
+// PerfMapPaths lists, in order, where the perf map of process pid may be
+// (its readers take the first that can be read):
 // perf-<pid>.map in dirs (where jitprof record puts its copies, with their
 // times), in the process's own root while it runs (a container's /tmp,
 // where the runtime names it by its pid in its own pid namespace), and in

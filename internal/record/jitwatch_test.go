@@ -100,9 +100,9 @@ func TestJITWatcher(t *testing.T) {
 			if got, _ := filepath.Glob(filepath.Join(dir, "*")); len(got) != 2 {
 				t.Errorf("%s holds %q: other processes' maps were copied", dir, got)
 			}
-			m := jitsources.FindPerfMap(uint32(pid), []string{dir}, func(err error) { t.Error(err) })
-			if m == nil || m.Path != path || len(m.Entries) != 2 {
-				t.Fatalf("the copy: %+v", m)
+			m, err := jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+			if err != nil || len(m.Entries) != 2 {
+				t.Fatalf("the copy: %+v (%v)", m, err)
 			}
 			// mtime is the coarse real-time clock: up to a tick behind.
 			const tick = 10 * uint64(time.Millisecond)
@@ -263,18 +263,18 @@ func TestJITWatcherLive(t *testing.T) {
 				}
 				w.look()
 				path := filepath.Join(dir, fmt.Sprintf("perf-%d.map", pid))
-				m := jitsources.FindPerfMap(uint32(pid), []string{dir}, func(err error) { t.Error(err) })
-				if m == nil || m.Path != path || len(m.Entries) != 1 || m.Entries[0].Name != "a" {
-					t.Fatalf("the live copy while b's line is unfinished: %+v", m)
+				m, err := jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+				if err != nil || len(m.Entries) != 1 || m.Entries[0].Name != "a" {
+					t.Fatalf("the live copy while b's line is unfinished: %+v (%v)", m, err)
 				}
 				fmt.Fprintln(stdin)
 				if err := cmd.Wait(); err != nil {
 					t.Fatal(err)
 				}
 				w.look() // sees it exited
-				m = jitsources.FindPerfMap(uint32(pid), []string{dir}, func(err error) { t.Error(err) })
-				if m == nil || m.Path != path || len(m.Entries) != 2 || m.Entries[1].Name != "bb" || m.Times[1] == 0 {
-					t.Fatalf("the copy after the exit: %+v", m)
+				m, err = jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+				if err != nil || len(m.Entries) != 2 || m.Entries[1].Name != "bb" || m.Times[1] == 0 {
+					t.Fatalf("the copy after the exit: %+v (%v)", m, err)
 				}
 				pids = append(pids, pid)
 			}

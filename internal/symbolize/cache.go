@@ -68,15 +68,27 @@ type tableKey struct {
 }
 
 // tableEntry is what is known of a file: its symbols and its call frame
-// information, each read on first use (nil when there is none to use,
-// which is kept too).
+// information, each read on first use.
 type tableEntry struct {
-	table      *elfsym.Table
-	tableRead  bool
-	unwind     *unwind.Table
-	unwindRead bool
-	used       uint64 // the generation that last used it
-	loaded     time.Time
+	table  lazy[elfsym.Table]
+	unwind lazy[unwind.Table]
+	used   uint64 // the generation that last used it
+	loaded time.Time
+}
+
+// close closes the entry's symbol table (call frame information holds no
+// file open).
+func (e *tableEntry) close() {
+	if e.table.v != nil {
+		e.table.v.Close()
+	}
+}
+
+// lazy is a table of an entry's file once read: nil when there is none to
+// use, which is kept too.
+type lazy[T any] struct {
+	v    *T
+	read bool
 }
 
 // NewTableCache returns an empty cache.
@@ -113,16 +125,7 @@ func (c *TableCache) perfMap(path string, read func(string) *Module) *Module {
 
 // get returns m's symbol table for s, reading it on first use.
 func (c *TableCache) get(s *Space, m *Module) *elfsym.Table {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entry(s, m)
-	if e == nil {
-		return nil
-	}
-	if !e.tableRead {
-		e.table, e.tableRead = s.openTable(m), true
-	}
-	return e.table
+	return cached(c, s, m, func(e *tableEntry) *lazy[elfsym.Table] { return &e.table }, s.openTable)
 }
 
 // unwindTable returns m's call frame information for s, reading it on
@@ -132,16 +135,23 @@ func (c *TableCache) unwindTable(s *Space, m *Module) *unwind.Table {
 	if c == nil {
 		return s.loadUnwind(m)
 	}
+	return cached(c, s, m, func(e *tableEntry) *lazy[unwind.Table] { return &e.unwind }, s.loadUnwind)
+}
+
+// cached returns the table of m's entry that slot picks, reading it with
+// read on first use; nil when m's file is gone.
+func cached[T any](c *TableCache, s *Space, m *Module, slot func(*tableEntry) *lazy[T], read func(*Module) *T) *T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entry(s, m)
 	if e == nil {
 		return nil
 	}
-	if !e.unwindRead {
-		e.unwind, e.unwindRead = s.loadUnwind(m), true
+	l := slot(e)
+	if !l.read {
+		l.v, l.read = read(m), true
 	}
-	return e.unwind
+	return l.v
 }
 
 // entry returns m's entry, made on first use and marked used; nil when
@@ -156,9 +166,7 @@ func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
 	}
 	e := c.entries[key]
 	if e != nil && m.Kind == Kernel && time.Since(e.loaded) > KernelMaxAge {
-		if e.table != nil {
-			e.table.Close()
-		}
+		e.close()
 		delete(c.entries, key)
 		e = nil
 	}
@@ -178,9 +186,7 @@ func (c *TableCache) Sweep(keep uint64) {
 	defer c.mu.Unlock()
 	for k, e := range c.entries {
 		if c.gen-e.used >= keep {
-			if e.table != nil {
-				e.table.Close()
-			}
+			e.close()
 			delete(c.entries, k)
 		}
 	}
@@ -200,9 +206,7 @@ func (c *TableCache) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.entries {
-		if e.table != nil {
-			e.table.Close()
-		}
+		e.close()
 		delete(c.entries, k)
 	}
 }
