@@ -1,0 +1,187 @@
+// Package procfs reads what jitprof needs of /proc: a process's ids, its
+// start, and the files it sees, opened as it would open them. The /proc read
+// is a value (FS), the host's in the product and a directory a test made in
+// the synthetic tier, so that no test depends on which pids the machine
+// happens to have.
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/jitprof/jitprof/internal/foreign"
+	"golang.org/x/sys/unix"
+)
+
+// FS is a /proc: Host, or a directory laid out as /proc is.
+type FS string
+
+// Host is the host's /proc.
+const Host FS = "/proc"
+
+// Path is /proc/PID/elem...
+func (p FS) Path(pid uint32, elem ...string) string {
+	return filepath.Join(append([]string{string(p), strconv.FormatUint(uint64(pid), 10)}, elem...)...)
+}
+
+// Status is what jitprof reads of /proc/PID/status.
+type Status struct {
+	// NSpid is the process's pid in its own pid namespace, the innermost:
+	// a runtime in a container names its perf map and dump by it.
+	NSpid uint32
+	// Cred is who its files are opened as: its filesystem uid and gid, and
+	// its groups, as this pid namespace's user namespace sees them.
+	Cred foreign.Cred
+}
+
+// Status reads /proc/PID/status.
+func (p FS) Status(pid uint32) (Status, error) {
+	b, err := os.ReadFile(p.Path(pid, "status"))
+	if err != nil {
+		return Status{}, err
+	}
+	return ParseStatus(b)
+}
+
+// ParseStatus reads a /proc/PID/status.
+func ParseStatus(status []byte) (Status, error) {
+	var s Status
+	var have int
+	for line := range bytes.Lines(status) {
+		key, rest, ok := bytes.Cut(line, []byte{':'})
+		if k := string(key); !ok || k != "NSpid" && k != "Uid" && k != "Gid" && k != "Groups" {
+			continue
+		}
+		fields := bytes.Fields(rest)
+		nums := make([]uint32, 0, len(fields))
+		for _, f := range fields {
+			n, err := strconv.ParseUint(string(f), 10, 32)
+			if err != nil {
+				return s, fmt.Errorf("%s %q: %w", key, bytes.TrimSpace(rest), err)
+			}
+			nums = append(nums, uint32(n))
+		}
+		switch string(key) {
+		case "NSpid":
+			if len(nums) == 0 {
+				return s, errors.New("an empty NSpid in the process's status")
+			}
+			s.NSpid = nums[len(nums)-1]
+			have |= 1
+		case "Uid", "Gid":
+			// real, effective, saved, filesystem: the last opens files.
+			if len(nums) != 4 {
+				return s, fmt.Errorf("%s %q: not 4 ids", key, bytes.TrimSpace(rest))
+			}
+			if key[0] == 'U' {
+				s.Cred.Uid, have = nums[3], have|2
+			} else {
+				s.Cred.Gid, have = nums[3], have|4
+			}
+		case "Groups":
+			s.Cred.Groups = nums
+		}
+	}
+	if have != 7 {
+		return s, errors.New("no NSpid, Uid or Gid in the process's status")
+	}
+	return s, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// architecture jitprof runs on (Go has no sysconf to ask).
+const clockTicks = 100
+
+// Started returns when process pid started, in CLOCK_MONOTONIC nanoseconds
+// (the clock of jitprof's recordings), to the 10 ms of /proc's clock ticks.
+func (p FS) Started(pid uint32) (uint64, error) {
+	b, err := os.ReadFile(p.Path(pid, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold anything, parentheses
+	// and spaces included: the fields are counted from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s: no ')' after the command", p.Path(pid, "stat"))
+	}
+	fields := bytes.Fields(b[i+1:])
+	const startField = 22 - 3 // 1-based field 22, counted after pid and comm
+	if len(fields) <= startField {
+		return 0, fmt.Errorf("%s: %d fields, no start time", p.Path(pid, "stat"), len(fields)+2)
+	}
+	ticks, err := strconv.ParseUint(string(fields[startField]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: start time: %w", p.Path(pid, "stat"), err)
+	}
+	// The start is in CLOCK_BOOTTIME, which also counts time suspended.
+	var boot, mono unix.Timespec
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	suspended := uint64(max(0, boot.Nano()-mono.Nano()))
+	return max(ticks*(1e9/clockTicks), suspended) - suspended, nil
+}
+
+// tickSlack is how much later than the recording saw it a process may seem
+// to have started: a clock tick, rounded up.
+const tickSlack = 2e9 / clockTicks
+
+// Process returns the live process pid if it is the one a recording saw at
+// time seen (CLOCK_MONOTONIC): it must have started by then. Otherwise the
+// pid was reused, or the process is gone, and nothing of it may be read:
+// another process's root is not the recorded one's.
+func (p FS) Process(pid uint32, seen uint64) (Process, error) {
+	start, err := p.Started(pid)
+	if err != nil {
+		return Process{}, err
+	}
+	if start > seen+tickSlack {
+		return Process{}, fmt.Errorf("pid %d is a process started after the recording saw it (%.3f s > %.3f s): its pid was reused", pid, float64(start)/1e9, float64(seen)/1e9)
+	}
+	st, err := p.Status(pid)
+	if err != nil {
+		return Process{}, err
+	}
+	return Process{fs: p, Pid: pid, Status: st}, nil
+}
+
+// Live returns process pid as it is now, for a caller that watches live
+// processes rather than reading a recording.
+func (p FS) Live(pid uint32) (Process, error) {
+	st, err := p.Status(pid)
+	if err != nil {
+		return Process{}, err
+	}
+	return Process{fs: p, Pid: pid, Status: st}, nil
+}
+
+// Process is a live process.
+type Process struct {
+	fs  FS
+	Pid uint32
+	Status
+}
+
+// Root is the process's root directory, as this side sees it.
+func (p Process) Root() string { return p.fs.Path(p.Pid, "root") }
+
+// Open opens path as the process sees it (inside its root) and with its
+// owner's credentials, under perf's rule for perf maps and dumps: the file
+// must be owned by the process's owner or root, unless force.
+func (p Process) Open(path string, force bool) (*os.File, error) {
+	return foreign.Open(path, p.Rules(force))
+}
+
+// Rules are the rules by which a file of the process's is opened.
+func (p Process) Rules(force bool) foreign.Rules {
+	return foreign.Rules{
+		Root:   p.Root(),
+		As:     &p.Cred,
+		Owners: []uint32{p.Cred.Uid, 0},
+		Force:  force,
+	}
+}
