@@ -1,17 +1,65 @@
 // Package atomicfile writes files whole or not at all: into a temporary
 // file next to the destination, renamed over it only once complete, so a
 // reader never sees a partial file and a failure leaves the old one.
+//
+// It is also the one place that decides how jitprof creates files, since
+// jitprof often runs as root and writes where other users can reach:
+//
+//   - the temporary file has a random name and is created O_EXCL|O_NOFOLLOW,
+//     so a file or symbolic link planted in the directory is never opened;
+//     the rename then replaces whatever is at the destination, a planted
+//     symbolic link included, without following it;
+//   - as root, the directory must be one no other user can change (see
+//     CheckDir), since who can change a directory on the path can turn it
+//     into a symbolic link and have root's rename land anywhere;
+//   - what holds other processes' data is created Private (0600), as
+//     perf.data is; the few files others must read are Shared.
 package atomicfile
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
-// Write creates name with what write writes, mode 0644.
+// Mode is the permission a file is created with.
+type Mode os.FileMode
+
+const (
+	// Private is for what holds other processes' data, whatever the
+	// umask: recordings, copies of perf maps and dumps, archives,
+	// profiles, reports (a flame graph names the functions of the
+	// processes it sampled).
+	Private Mode = 0o600
+	// Shared is for the files other users must read (an agent library a
+	// profiled program of another user loads) or that hold only
+	// jitprof's own data: 0666 less the umask, as any tool creates
+	// files.
+	Shared Mode = 0o666
+)
+
+// Write creates name, Private, with what write writes.
 func Write(name string, write func(io.Writer) error) error {
-	tmp, err := CreateTemp(name)
+	return Private.Write(name, write)
+}
+
+// CreateTemp is Private.CreateTemp.
+func CreateTemp(name string) (*os.File, error) {
+	return Private.CreateTemp(name)
+}
+
+// Write creates name, mode m, with what write writes.
+func (m Mode) Write(name string, write func(io.Writer) error) error {
+	tmp, err := m.CreateTemp(name)
 	if err != nil {
 		return err
 	}
@@ -23,21 +71,54 @@ func Write(name string, write func(io.Writer) error) error {
 	return Commit(tmp, name)
 }
 
-// CreateTemp creates, mode 0600, the temporary file that is to be renamed
-// over name, for a writer that needs more than an io.Writer (seeks, writes
-// at offsets): in name's directory, since a rename cannot cross file
-// systems, and hidden, so a listing of the directory does not show it.
-func CreateTemp(name string) (*os.File, error) {
-	return os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
+// CreateTemp creates, mode m, the temporary file that is to be renamed over
+// name, for a writer that needs more than an io.Writer (seeks, writes at
+// offsets): in name's directory, since a rename cannot cross file systems,
+// and hidden, so a listing of the directory does not show it. The
+// directory must pass CheckDir.
+func (m Mode) CreateTemp(name string) (*os.File, error) {
+	dir, base := filepath.Split(name)
+	if dir == "" {
+		dir = "."
+	}
+	if err := CheckDir(dir); err != nil {
+		return nil, err
+	}
+	for range 100 {
+		tmp := filepath.Join(dir, "."+base+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
+		// With O_CREAT, O_EXCL alone refuses a symbolic link; O_NOFOLLOW
+		// says so to the reader too.
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, os.FileMode(m))
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("%s: no free temporary name after 100 tries", name)
+}
+
+// Create creates name empty, mode m, open for writing, for a file written
+// where it is read while it grows (the agent's live copies of perf maps):
+// made under a temporary name and renamed into place at once, so that what
+// was at name before, a planted symbolic link say, is replaced and never
+// written through.
+func (m Mode) Create(name string) (*os.File, error) {
+	f, err := m.CreateTemp(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(f.Name(), name); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
 }
 
 // Commit closes tmp, a file CreateTemp made for name, and renames it over
-// name, mode 0644; if any of that fails, tmp is removed.
+// name, with the mode it was created with; if any of that fails, tmp is
+// removed.
 func Commit(tmp *os.File, name string) error {
-	err := tmp.Chmod(0o644)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	err := tmp.Close()
 	if err == nil {
 		err = os.Rename(tmp.Name(), name)
 	}
@@ -45,4 +126,143 @@ func Commit(tmp *os.File, name string) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// ErrUnsafeDir is what CheckDir's errors match: root was to write where
+// another user could redirect the write.
+var ErrUnsafeDir = errors.New("another user can change it")
+
+// CheckDir checks, when running as root, that no user but root, and the user
+// sudo ran jitprof for, can change dir or any directory or symbolic link on
+// its path: each is owned by one of them and, unless sticky, writable by
+// their groups alone. Who can change a directory on the path can swap it for
+// a symbolic link between the check and the write, and have root write
+// anywhere; a sticky directory (/tmp) lets others add entries but not
+// touch root's, so it may be on the path, or be dir itself. As an ordinary
+// user no check is made: a redirected write could only reach the user's own
+// files, and the temporary file and the rename are safe as they are.
+func CheckDir(dir string) error {
+	return walk(dir, 0)
+}
+
+// MkdirAll creates dir and its missing parents, mode perm (less the umask),
+// checking each directory on the way as CheckDir does before anything is
+// created in it.
+func MkdirAll(dir string, perm os.FileMode) error {
+	return walk(dir, perm)
+}
+
+// maxHops bounds the symbolic links followed, as the kernel does (40).
+const maxHops = 40
+
+// walk resolves dir from "/", one name at a time, checking each directory
+// and symbolic link met; with perm, it creates what is missing.
+func walk(dir string, perm os.FileMode) error {
+	// Not filepath.Abs, which would clean away a "..", which the kernel
+	// takes after the link before it.
+	path := dir
+	if !filepath.IsAbs(dir) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		path = wd + "/" + dir
+	}
+	var trust *trusted
+	if os.Geteuid() == 0 {
+		trust = sudoer()
+	}
+	cur := "/"
+	todo := strings.Split(path, "/")
+	for hops := 0; ; {
+		var st unix.Stat_t
+		err := unix.Lstat(cur, &st)
+		if err == unix.ENOENT && perm != 0 {
+			if err = unix.Mkdir(cur, uint32(perm)); err == nil || err == unix.EEXIST {
+				err = unix.Lstat(cur, &st)
+			}
+		}
+		if err != nil {
+			return &fs.PathError{Op: "lstat", Path: cur, Err: err}
+		}
+		if err := trust.check(dir, cur, &st); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			if hops++; hops > maxHops {
+				return &fs.PathError{Op: "open", Path: dir, Err: unix.ELOOP}
+			}
+			target, err := os.Readlink(cur)
+			if err != nil {
+				return err
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			if filepath.IsAbs(target) {
+				cur = "/"
+			} else {
+				cur = filepath.Dir(cur)
+			}
+		case unix.S_IFDIR:
+		default:
+			return &fs.PathError{Op: "open", Path: cur, Err: unix.ENOTDIR}
+		}
+		for len(todo) > 0 && (todo[0] == "" || todo[0] == "." || todo[0] == ".." && cur == "/") {
+			todo = todo[1:]
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		name := todo[0]
+		todo = todo[1:]
+		if name == ".." {
+			cur = filepath.Dir(cur) // cur holds no link: its parent was checked on the way
+			continue
+		}
+		cur = filepath.Join(cur, name)
+	}
+}
+
+// trusted are the owners a directory root writes into may have; nil
+// trusts everyone (not running as root).
+type trusted struct {
+	uids, gids []uint32
+}
+
+// sudoer trusts root and the user sudo ran jitprof for, who could have
+// had root write anywhere anyway.
+func sudoer() *trusted {
+	t := &trusted{uids: []uint32{0}, gids: []uint32{0}}
+	for _, id := range []struct {
+		env string
+		to  *[]uint32
+	}{{"SUDO_UID", &t.uids}, {"SUDO_GID", &t.gids}} {
+		if n, err := strconv.ParseUint(os.Getenv(id.env), 10, 32); err == nil {
+			*id.to = append(*id.to, uint32(n))
+		}
+	}
+	return t
+}
+
+// check checks st, of the directory or symbolic link at path, on dir's way.
+func (t *trusted) check(dir, path string, st *unix.Stat_t) error {
+	if t == nil {
+		return nil
+	}
+	unsafe := func(format string, args ...any) error {
+		return fmt.Errorf("refusing to write into %s as root: %s %s: %w", dir, path, fmt.Sprintf(format, args...), ErrUnsafeDir)
+	}
+	if !slices.Contains(t.uids, st.Uid) {
+		return unsafe("is owned by uid %d", st.Uid)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK || st.Mode&unix.S_ISVTX != 0 {
+		return nil
+	}
+	if st.Mode&0o002 != 0 {
+		return unsafe("is writable by every user (mode %04o)", st.Mode&0o7777)
+	}
+	if st.Mode&0o020 != 0 && !slices.Contains(t.gids, st.Gid) {
+		return unsafe("is writable by group %d (mode %04o)", st.Gid, st.Mode&0o7777)
+	}
+	return nil
 }

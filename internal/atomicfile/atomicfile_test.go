@@ -1,4 +1,4 @@
-package atomicfile
+package atomicfile_test
 
 import (
 	"errors"
@@ -6,16 +6,25 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/fixtures"
 )
+
+func writeString(s string) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+}
 
 func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "out")
-	if err := Write(name, func(w io.Writer) error { _, err := io.WriteString(w, "whole"); return err }); err != nil {
+	if err := atomicfile.Write(name, writeString("whole")); err != nil {
 		t.Fatal(err)
 	}
 	failure := errors.New("half way")
-	err := Write(name, func(w io.Writer) error { io.WriteString(w, "par"); return failure })
+	err := atomicfile.Write(name, func(w io.Writer) error { io.WriteString(w, "par"); return failure })
 	if !errors.Is(err, failure) {
 		t.Fatalf("err = %v, want the writer's", err)
 	}
@@ -25,7 +34,225 @@ func TestWrite(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 1 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	if fi, _ := os.Stat(name); fi.Mode().Perm() != 0o644 {
-		t.Errorf("mode %v", fi.Mode())
+}
+
+// withUmask runs f under umask mask. The umask is the process's: no test of
+// this package runs in parallel.
+func withUmask(mask int, f func()) {
+	old := unix.Umask(mask)
+	defer unix.Umask(old)
+	f()
+}
+
+func TestModes(t *testing.T) {
+	for _, c := range []struct {
+		mode  atomicfile.Mode
+		umask int
+		want  os.FileMode
+	}{
+		{atomicfile.Private, 0o022, 0o600},
+		{atomicfile.Private, 0o077, 0o600},
+		{atomicfile.Private, 0o000, 0o600},
+		{atomicfile.Shared, 0o022, 0o644},
+		{atomicfile.Shared, 0o077, 0o600},
+		{atomicfile.Shared, 0o002, 0o664},
+	} {
+		dir := t.TempDir()
+		for _, create := range []struct {
+			how  string
+			make func(name string) error
+		}{
+			{"Write", func(name string) error { return c.mode.Write(name, writeString("x")) }},
+			{"CreateTemp+atomicfile.Commit", func(name string) error {
+				f, err := c.mode.CreateTemp(name)
+				if err != nil {
+					return err
+				}
+				return atomicfile.Commit(f, name)
+			}},
+			{"Create", func(name string) error {
+				f, err := c.mode.Create(name)
+				if err != nil {
+					return err
+				}
+				return f.Close()
+			}},
+		} {
+			name := filepath.Join(dir, create.how)
+			// An older file's mode is not kept: the file is new.
+			if err := os.WriteFile(name, nil, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			withUmask(c.umask, func() {
+				if err := create.make(name); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != c.want {
+				t.Errorf("%s mode %04o under umask %04o: %v, %v; want %v", create.how, c.mode, c.umask, fi.Mode(), err, c.want)
+			}
+		}
+	}
+}
+
+// TestPlantedLink: a symbolic link planted at the destination, pointing at a
+// root-only file, is replaced, not written through, by every way of
+// creating a file.
+func TestPlantedLink(t *testing.T) {
+	canary := fixtures.NewCanary(t)
+	before, err := os.ReadFile(canary.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		how    string
+		create func(name string) error
+	}{
+		{"Write", func(name string) error { return atomicfile.Write(name, writeString("mine")) }},
+		{"Create", func(name string) error {
+			f, err := atomicfile.Private.Create(name)
+			if err != nil {
+				return err
+			}
+			io.WriteString(f, "mine")
+			return f.Close()
+		}},
+	} {
+		name := filepath.Join(dir, c.how)
+		if err := os.Symlink(canary.Path, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.create(name); err != nil {
+			t.Fatalf("%s: %v", c.how, err)
+		}
+		if fi, err := os.Lstat(name); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: %s is %v, %v; want the new regular file", c.how, name, fi.Mode(), err)
+		}
+		if b, _ := os.ReadFile(name); string(b) != "mine" {
+			t.Errorf("%s: %s holds %q", c.how, name, b)
+		}
+	}
+	if after, err := os.ReadFile(canary.Path); err != nil || string(after) != string(before) {
+		t.Errorf("the canary, behind the planted links, changed: %q, %v", after, err)
+	}
+}
+
+// TestUnsafeDirs: as root, a directory another user can change, or one on
+// its path, is refused, and nothing is written or made in it.
+func TestUnsafeDirs(t *testing.T) {
+	attacker := fixtures.NewAttacker(t)
+	t.Setenv("SUDO_UID", "")
+	t.Setenv("SUDO_GID", "")
+	mine := t.TempDir()
+	owned := attacker.Dir(t)
+	under := filepath.Join(owned, "roots")
+	mkdir(t, under, 0o755)
+	sticky := filepath.Join(mine, "sticky")
+	mkdir(t, sticky, 0o777|os.ModeSticky)
+	open := filepath.Join(mine, "open")
+	mkdir(t, open, 0o777)
+	group := filepath.Join(mine, "group")
+	mkdir(t, group, 0o775)
+	if err := os.Chown(group, 0, int(attacker.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	rootGroup := filepath.Join(mine, "rootgroup")
+	mkdir(t, rootGroup, 0o775)
+	rootLink := filepath.Join(mine, "rootlink")
+	if err := os.Symlink(owned, rootLink); err != nil {
+		t.Fatal(err)
+	}
+	// A link the attacker put in a sticky directory, to a directory of
+	// root's.
+	theirLink := filepath.Join(sticky, "theirs")
+	if err := os.Symlink(mine, theirLink); err != nil {
+		t.Fatal(err)
+	}
+	attacker.Chown(t, theirLink)
+	goodLink := filepath.Join(mine, "good")
+	if err := os.Symlink("sticky/../rootgroup", goodLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir  string
+		sudo string // SUDO_UID
+		ok   bool
+	}{
+		{mine, "", true},
+		{sticky, "", true},
+		{rootGroup, "", true},
+		{goodLink, "", true},
+		{owned, "", false},
+		{under, "", false},
+		{open, "", false},
+		{group, "", false},
+		{rootLink, "", false},
+		{theirLink, "", false},
+		// The kernel takes ".." after the link, in the attacker's /tmp.
+		{rootLink + "/../" + filepath.Base(owned), "", false},
+		{filepath.Join(theirLink, "sticky"), "", false},
+		// The user sudo ran jitprof for could have had it write anywhere.
+		{owned, "61234", true},
+		{under, "61234", true},
+	} {
+		t.Setenv("SUDO_UID", c.sudo)
+		name := c.dir + "/out" // not Join, which would clean a ".." away
+		err := atomicfile.Write(name, writeString("x"))
+		if c.ok {
+			if err != nil {
+				t.Errorf("%s, SUDO_UID %q: %v", c.dir, c.sudo, err)
+			}
+			os.Remove(name)
+			continue
+		}
+		if !errors.Is(err, atomicfile.ErrUnsafeDir) {
+			t.Errorf("%s: err = %v, want atomicfile.ErrUnsafeDir", c.dir, err)
+		}
+		if _, err := os.Lstat(name); err == nil {
+			t.Errorf("%s written though refused", name)
+		}
+		sub := c.dir + "/sub/dir"
+		if err := atomicfile.MkdirAll(sub, 0o700); !errors.Is(err, atomicfile.ErrUnsafeDir) {
+			t.Errorf("atomicfile.MkdirAll %s: err = %v, want atomicfile.ErrUnsafeDir", sub, err)
+		}
+		if _, err := os.Lstat(c.dir + "/sub"); err == nil {
+			t.Errorf("atomicfile.MkdirAll made %s/sub though refused", c.dir)
+		}
+	}
+	t.Setenv("SUDO_UID", "")
+
+	// Relative names are checked from the working directory's path.
+	t.Chdir(owned)
+	if err := atomicfile.Write("out", writeString("x")); !errors.Is(err, atomicfile.ErrUnsafeDir) {
+		t.Errorf("relative name in %s: err = %v, want atomicfile.ErrUnsafeDir", owned, err)
+	}
+	t.Chdir(mine)
+	if err := atomicfile.MkdirAll("a/b", 0o700); err != nil {
+		t.Errorf("atomicfile.MkdirAll a/b in %s: %v", mine, err)
+	}
+	if fi, err := os.Stat(filepath.Join(mine, "a", "b")); err != nil || !fi.IsDir() {
+		t.Errorf("atomicfile.MkdirAll made %v, %v", fi, err)
+	}
+}
+
+func mkdir(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLinkLoop: a loop of links is an error, not a hang.
+func TestLinkLoop(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.Symlink(b, a)
+	os.Symlink(a, b)
+	if err := atomicfile.CheckDir(a); !errors.Is(err, unix.ELOOP) {
+		t.Errorf("err = %v, want ELOOP", err)
 	}
 }
