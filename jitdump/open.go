@@ -29,6 +29,13 @@ func Open(name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenFile(f, name)
+}
+
+// OpenFile is Open of a file already open, which the File then owns (it is
+// closed with the File, or at once if it cannot be read), named name in
+// errors.
+func OpenFile(f *os.File, name string) (*File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -50,12 +57,12 @@ func Open(name string) (*File, error) {
 	return &File{Reader: r, mapping: m, file: f, regular: st.Mode().IsRegular(), partSize: defaultPartSize, reread: Reader{hdr: r.hdr, ord: r.ord, name: name}}, nil
 }
 
-// OpenAt is Open with reading starting at off, the offset of a record (as
-// Offset gave it after an earlier read of the file): a dump that grew is
-// read from where an earlier read of it stopped. Records keep their file
-// offsets.
-func OpenAt(name string, off int64) (*File, error) {
-	f, err := Open(name)
+// OpenFileAt is OpenFile with reading starting at off, the offset of a
+// record (as Offset gave it after an earlier read of the file): a dump that
+// grew is read from where an earlier read of it stopped. Records keep their
+// file offsets.
+func OpenFileAt(file *os.File, name string, off int64) (*File, error) {
+	f, err := OpenFile(file, name)
 	if err != nil {
 		return nil, err
 	}

@@ -28,9 +28,10 @@ package perfmap
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unsafe"
+
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // Entry is one line of a map: the function Name occupies the Size bytes from
@@ -82,12 +83,27 @@ func Parse(r io.Reader) ([]Entry, []*LineError, error) {
 // A runtime may still be appending to the map: ParseFile reads the lines
 // present when it is called, and the last one may be cut short.
 func ParseFile(name string) ([]Entry, []*LineError, error) {
-	data, err := os.ReadFile(name)
+	f, err := foreign.Open(name, foreign.Rules{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	data, err := foreign.ReadAll(f, MaxFileSize)
 	if err != nil {
 		return nil, nil, err
 	}
 	entries, errs := parse(data, name)
 	return entries, errs, nil
+}
+
+// MaxFileSize bounds the perf map ParseFile reads: a million functions'
+// lines are about 100 MB.
+const MaxFileSize = 1 << 30
+
+// ParseData is Parse of a map already read, named name in its LineErrors;
+// the entries' names alias data, which must not change after.
+func ParseData(data []byte, name string) ([]Entry, []*LineError) {
+	return parse(data, name)
 }
 
 // shortestLine is the length of the shortest good line with its newline,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
 )
@@ -90,9 +91,9 @@ func TestContainer(t *testing.T) {
 	for _, flag := range []string{"--perf-prof", "--perf-basic-prof"} {
 		t.Run(flag, func(t *testing.T) {
 			pid, wait := fixtures.NodeContainer(t, flag, 4)
-			nspid, err := jitsources.NamespacePid(uint32(pid))
-			if err != nil || nspid == uint32(pid) {
-				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
+			st, err := procfs.Host.Status(uint32(pid))
+			if err != nil || st.NSpid == uint32(pid) {
+				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, st.NSpid, err)
 			}
 			time.Sleep(300 * time.Millisecond) // node starts, and opens its dump
 			dir := t.TempDir()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
@@ -101,8 +101,8 @@ func TestContainer(t *testing.T) {
 				"--window", "1m", "-F", "999", "-q")
 			time.Sleep(1500 * time.Millisecond) // sampling
 			pid, wait := fixtures.NodeContainer(t, flag, 3)
-			if nspid, err := jitsources.NamespacePid(uint32(pid)); err != nil || nspid == uint32(pid) {
-				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, nspid, err)
+			if st, err := procfs.Host.Status(uint32(pid)); err != nil || st.NSpid == uint32(pid) {
+				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, st.NSpid, err)
 			}
 			out := wait()
 			ag.interrupt(t)

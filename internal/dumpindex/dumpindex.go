@@ -8,10 +8,10 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -41,7 +41,8 @@ type Event struct {
 // Dump is a jitdump file read whole. Its records alias the file, which stays
 // mapped until Close.
 type Dump struct {
-	Path      string // as given to Read
+	Path      string // as given to Read, or its source's String
+	src       foreign.Path
 	Header    jitdump.Header
 	Functions []*Code // in file order
 	Events    []Event // in file order
@@ -72,17 +73,26 @@ type Dump struct {
 //
 // DEBUG_INFO and UNWINDING_INFO records belong to the next CODE_LOAD, by
 // position, as the spec orders them and as perf reads them.
-func Read(path string) (*Dump, error) {
+func Read(path string) (*Dump, error) { return ReadFrom(foreign.Plain(path)) }
+
+// ReadFrom is Read of a dump opened under its rules: another process's, each
+// time it is read.
+func ReadFrom(src foreign.Path) (*Dump, error) {
+	file, err := src.Open()
+	if err != nil {
+		return nil, err
+	}
 	// Taken before the mapping: a dump that grows meanwhile is read again.
-	fi, err := os.Stat(path)
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	f, err := jitdump.OpenFile(file, src.String())
 	if err != nil {
 		return nil, err
 	}
-	f, err := jitdump.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	d := &Dump{Path: path, Header: f.Header(), file: f, byIndex: make(map[uint64]*Code), size: fi.Size()}
+	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, byIndex: make(map[uint64]*Code), size: fi.Size()}
 	d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
 	d.read()
 	return d, nil
@@ -97,14 +107,16 @@ func (d *Dump) Extend() (bool, error) {
 	if d.ended {
 		return false, nil
 	}
-	fi, err := os.Stat(d.Path)
+	file, err := d.src.Open()
 	if err != nil {
 		return false, err
 	}
-	if fi.Size() <= d.size {
-		return false, nil
+	fi, err := file.Stat()
+	if err != nil || fi.Size() <= d.size {
+		file.Close()
+		return false, err
 	}
-	f, err := jitdump.OpenAt(d.Path, d.end)
+	f, err := jitdump.OpenFileAt(file, d.Path, d.end)
 	if err != nil {
 		return false, err
 	}

@@ -242,3 +242,20 @@ func Copy(dst io.Writer, src *os.File, off, limit int64) (int64, error) {
 	}
 	return n, err
 }
+
+// Path is a file to open under rules, perhaps more than once: a dump or a
+// perf map read again as its runtime appends to it.
+type Path struct {
+	Name  string
+	Rules Rules
+}
+
+// Plain is a path that a user named, or that jitprof made: opened as the
+// caller, but still regular files only and never blocking.
+func Plain(name string) Path { return Path{Name: name} }
+
+// Open opens the file.
+func (p Path) Open() (*os.File, error) { return Open(p.Name, p.Rules) }
+
+// String is the path as messages give it.
+func (p Path) String() string { return shown(p.Name, p.Rules) }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // DumpCache keeps dumps from one Load to the next, each extended with what
@@ -34,10 +35,16 @@ const maxMappings = 64
 // NewDumpCache returns an empty cache.
 func NewDumpCache() *DumpCache { return &DumpCache{entries: make(map[string]*cachedDump)} }
 
-// get returns the dump at path, read or extended. Paths differ between the
+// get returns the dump at src, read or extended. Paths differ between the
 // calls of one Load, which may run at once.
-func (c *DumpCache) get(path string) (*dumpindex.Dump, error) {
-	fi, err := os.Stat(path)
+func (c *DumpCache) get(src foreign.Path) (*dumpindex.Dump, error) {
+	path := src.String()
+	f, err := src.Open()
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	f.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +60,7 @@ func (c *DumpCache) get(path string) (*dumpindex.Dump, error) {
 		c.mu.Unlock()
 		return e.d, nil
 	}
-	d, err := dumpindex.Read(path)
+	d, err := dumpindex.ReadFrom(src)
 	if err != nil {
 		return nil, err
 	}

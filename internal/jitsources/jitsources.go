@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
@@ -94,6 +95,9 @@ type Recording struct {
 	// Cache, when set before Load, keeps the dumps for later Recordings,
 	// extended rather than read again; Close then leaves them open.
 	Cache *DumpCache
+	// Host, set before Load, says where the recorded processes that still
+	// run are, and how their dumps are trusted.
+	Host
 
 	// hideFrom is, by pid, the time from which the process's anonymous
 	// mappings are hidden: that of the first marker of a usable dump.
@@ -127,7 +131,9 @@ func Scan(r *perfdata.Reader, visit Visit) (*Recording, error) {
 	rec := &Recording{}
 	for {
 		raw, err := r.NextRaw()
-		if err == io.EOF {
+		// A recording cut short is read as far as it is whole; the pass
+		// over its samples says what is missing.
+		if err == io.EOF || errors.Is(err, perfdata.ErrTruncated) {
 			return rec, nil
 		}
 		if err != nil {
@@ -192,25 +198,33 @@ func Mapping(rec perfdata.Record) MappingInfo {
 func (rec *Recording) Load(dirs []string, warn func(error)) {
 	// Markers are grouped by the file they lead to: processes in two
 	// containers can both have mapped a /tmp/jit-1.dump of their own.
-	byFile := make(map[string][]Marker)
+	byFile := make(map[string][]Marker) // by the path the dump is at
+	source := make(map[string]foreign.Path)
 	var missing []Marker
+	refused := make(map[string][]error)
 	for _, m := range rec.Markers {
-		at, ok := locate(m, dirs)
+		at, ok, why := locate(m, dirs, rec.Host)
 		if !ok {
 			missing = append(missing, m)
+			refused[m.Path] = append(refused[m.Path], why...)
 			continue
 		}
-		byFile[at] = append(byFile[at], m)
+		byFile[at.String()] = append(byFile[at.String()], m)
+		source[at.String()] = at
 	}
 	files := slices.SortedFunc(maps.Keys(byFile), func(x, y string) int {
 		return cmp.Or(cmp.Compare(byFile[x][0].Path, byFile[y][0].Path), cmp.Compare(x, y))
 	})
+	sources := make([]foreign.Path, len(files))
+	for i, f := range files {
+		sources[i] = source[f]
+	}
 	rec.hideFrom = make(map[uint32]uint64)
-	read := dumpindex.Read
+	read := dumpindex.ReadFrom
 	if rec.Cache != nil {
 		read = rec.Cache.get
 	}
-	dumps, problems := readAll(files, read)
+	dumps, problems := readAll(sources, read)
 	// Warnings in the order of the paths the recording saw: not found
 	// ones among those read.
 	type warning struct {
@@ -222,7 +236,7 @@ func (rec *Recording) Load(dirs []string, warn func(error)) {
 	for _, m := range missing {
 		if !reported[m.Path] {
 			reported[m.Path] = true
-			warnings = append(warnings, warning{m.Path, []error{notFound(m.Path, dirs)}})
+			warnings = append(warnings, warning{m.Path, []error{notFound(m.Path, dirs, refused[m.Path])}})
 		}
 	}
 	for i, f := range files {
@@ -307,47 +321,75 @@ func SearchDirs(path string, dirs []string) []string {
 //     pid>.dump, has not the recorded pid), the copy jitprof record made while
 //     the process lived, jit-<recorded pid>.dump in dirs;
 //   - where the path leads in the process's own root (/proc/PID/root), while
-//     it runs;
+//     it runs (the pid's process must have started by the marker's time, or
+//     it is another process that has the pid now);
 //   - at the path, then by its name in dirs.
 //
 // For a process of this pid namespace, the path comes first, since its copy
 // and its name are the same.
-func locate(m Marker, dirs []string) (string, bool) {
-	var candidates []string
+//
+// A dump is another process's file: it is opened as that process would
+// open it and under perf's rule of ownership (procfs.Process.Open). Once the
+// process is gone, the path the recording saw is opened with no symlink in
+// it: the kernel records a mapping's path with every link resolved, so a
+// link there now was planted. The copies and dirs are the user's own. The
+// reasons candidates were refused for (not "not there") come back with
+// the failure.
+func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
+	var candidates []foreign.Path
 	own := fmt.Sprintf("jit-%d.dump", m.Pid)
 	base := filepath.Base(m.Path)
-	inRoot := filepath.Join(procPath(m.Pid, "root"), m.Path)
+	atPath := foreign.Path{Name: m.Path, Rules: foreign.Rules{NoSymlinks: true}}
+	var inRoot []foreign.Path
+	if p, err := host.proc().Process(m.Pid, m.Time); err == nil {
+		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
+		atPath.Rules = p.Rules(host.Force)
+		atPath.Rules.Root, atPath.Rules.NoSymlinks = "", true
+	}
 	if base != own {
 		for _, d := range dirs {
-			candidates = append(candidates, filepath.Join(d, own))
+			candidates = append(candidates, foreign.Plain(filepath.Join(d, own)))
 		}
-		candidates = append(candidates, inRoot, m.Path)
+		candidates = append(append(candidates, inRoot...), atPath)
 	} else {
-		candidates = append(candidates, m.Path, inRoot)
+		candidates = append([]foreign.Path{atPath}, inRoot...)
 	}
 	for _, d := range dirs {
-		candidates = append(candidates, filepath.Join(d, base))
+		candidates = append(candidates, foreign.Plain(filepath.Join(d, base)))
 	}
+	var refused []error
 	for _, c := range candidates {
-		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() {
-			return c, true
+		f, err := c.Open()
+		if err == nil {
+			f.Close()
+			return c, true, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			refused = append(refused, err)
 		}
 	}
-	return "", false
+	return foreign.Path{}, false, refused
 }
 
-// notFound says that the dump at path was found nowhere locate looked.
-func notFound(path string, dirs []string) error {
+// notFound says that the dump at path was found nowhere locate looked, or
+// only where it was refused.
+func notFound(path string, dirs []string, refused []error) error {
+	var err error
 	if len(dirs) == 0 {
-		return fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
+		err = fmt.Errorf("dump %s not found (did it move? --jitdump-dir DIR searches DIR for it); its functions stay unnamed", path)
+	} else {
+		err = fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
 	}
-	return fmt.Errorf("dump %s not found there nor in %s (--jitdump-dir DIR searches DIR too); its functions stay unnamed", path, strings.Join(dirs, ", "))
+	if len(refused) > 0 {
+		err = fmt.Errorf("%w; refused: %w", err, errors.Join(refused...))
+	}
+	return err
 }
 
 // readAll reads the dumps at paths with read, a few at a time. The result
 // is in the order of paths, nil where a dump could not be read, with each
 // one's problems.
-func readAll(paths []string, read func(string) (*dumpindex.Dump, error)) ([]*dumpindex.Dump, [][]error) {
+func readAll(paths []foreign.Path, read func(foreign.Path) (*dumpindex.Dump, error)) ([]*dumpindex.Dump, [][]error) {
 	dumps := make([]*dumpindex.Dump, len(paths))
 	problems := make([][]error, len(paths))
 	var wg sync.WaitGroup

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
@@ -277,6 +278,9 @@ func TestLoadAndHides(t *testing.T) {
 		{Path: at("gone/jit-4.dump"), Pid: 13, Time: 10},
 		{Path: at("jit-5.dump"), Pid: 14, Time: 10},
 	}}
+	// A /proc of the test's own, empty: none of the recorded pids runs,
+	// whatever pids this machine has.
+	rec.Proc = procfs.FS(t.TempDir())
 	var warns []string
 	rec.Load([]string{at("elsewhere"), at("moved")}, func(err error) { warns = append(warns, err.Error()) })
 	defer func() {
@@ -371,7 +375,7 @@ func TestPerfTime(t *testing.T) {
 // findPerfMap reads the perf map of process pid as symbolize finds it: from
 // the first of PerfMapPaths that can be read; nil when there is none.
 func findPerfMap(pid uint32, dirs []string, warn func(error)) *PerfMap {
-	for _, path := range PerfMapPaths(pid, dirs) {
+	for _, path := range PerfMapPaths(Host{}, pid, 0, dirs) {
 		if m, err := ReadPerfMap(path, warn); err == nil {
 			return m
 		}
@@ -510,39 +514,24 @@ func TestLocate(t *testing.T) {
 		{"another namespace's, no copy", Marker{Path: at("jit-7.dump"), Pid: 1<<23 + self}, at("jit-7.dump")},
 		{"another namespace's, by name", Marker{Path: at("gone/jit-8.dump"), Pid: 1<<23 + self}, at("copies/jit-8.dump")},
 		// Running: in its root, which is ours.
-		{"in its root", Marker{Path: at("jit-7.dump"), Pid: running}, filepath.Join(fmt.Sprintf("/proc/%d/root", running), at("jit-7.dump"))},
+		{"in its root", Marker{Path: at("jit-7.dump"), Pid: running, Time: now()}, filepath.Join(fmt.Sprintf("/proc/%d/root", running), at("jit-7.dump"))},
+		// The pid is the running process's, but the recording saw it
+		// before it started: another process had the pid.
+		{"its pid reused", Marker{Path: at("jit-7.dump"), Pid: running, Time: 1}, at("jit-7.dump")},
 		{"nowhere", Marker{Path: at("gone/jit-9.dump"), Pid: 1<<23 + self}, ""},
 	} {
-		got, ok := locate(tc.m, copies)
-		if got != tc.want || ok != (tc.want != "") {
+		got, ok, _ := locate(tc.m, copies, Host{})
+		if got.String() != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: locate = %q, %v; want %q", tc.name, got, ok, tc.want)
 		}
 	}
 }
 
-func TestParseNSpid(t *testing.T) {
-	for _, tc := range []struct {
-		status string
-		want   uint32
-		ok     bool
-	}{
-		{"Name:\tnode\nNSpid:\t4242\t1\nNSpgid:\t4242\t1\n", 1, true},
-		{"Name:\tnode\nNSpid:\t4242\n", 4242, true},
-		{"NSpid:\t4242\t17\t3", 3, true}, // nested namespaces: the innermost
-		{"Name:\tnode\n", 0, false},      // a kernel without it
-		{"NSpid:\n", 0, false},
-		{"NSpid:\t1\tx\n", 0, false},
-		{"NSpid:\t99999999999\n", 0, false},
-	} {
-		got, err := ParseNSpid([]byte(tc.status))
-		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("ParseNSpid(%q) = %d, %v; want %d, ok %v", tc.status, got, err, tc.want, tc.ok)
-		}
-	}
-	// This process, in the test's own pid namespace, has its own pid there.
-	if got, err := NamespacePid(uint32(os.Getpid())); err != nil || got != uint32(os.Getpid()) {
-		t.Errorf("NamespacePid(self) = %d, %v; want %d", got, err, os.Getpid())
-	}
+// now is CLOCK_MONOTONIC's now, the clock of the recordings.
+func now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
 
 func FuzzParseTimes(f *testing.F) {

@@ -2,6 +2,7 @@ package jitsources
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/jitprof/jitprof/internal/foreign"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfmap"
 )
 
@@ -91,44 +94,79 @@ type PerfMap struct {
 }
 
 // PerfMapPaths lists, in order, where the perf map of process pid may be
-// (its readers take the first that can be read):
-// perf-<pid>.map in dirs (where jitprof record puts its copies, with their
-// times), in the process's own root while it runs (a container's /tmp,
-// where the runtime names it by its pid in its own pid namespace), and in
-// /tmp.
-func PerfMapPaths(pid uint32, dirs []string) []string {
+// (its readers take the first that can be read): perf-<pid>.map in dirs
+// (where jitprof record puts its copies, with their times), in the
+// process's own root while it runs (a container's /tmp, where the runtime
+// names it by its pid in its own pid namespace), and in /tmp. The process
+// is the one seen at time seen (perf's clock): a live process that started
+// later has the pid of another and is not looked into.
+//
+// A perf map is another process's file: while it runs, opened as it would
+// open it, under perf's rule of ownership (procfs.Process.Open); once it is
+// gone, /tmp's is opened with no symlink in its path, since a runtime
+// writes its map itself and a link can only have been planted.
+func PerfMapPaths(host Host, pid uint32, seen uint64, dirs []string) []foreign.Path {
 	name := fmt.Sprintf("perf-%d.map", pid)
-	var paths []string
+	var paths []foreign.Path
 	for _, d := range dirs {
-		paths = append(paths, filepath.Join(d, name))
+		paths = append(paths, foreign.Plain(filepath.Join(d, name)))
 	}
-	if nspid, err := NamespacePid(pid); err == nil {
-		paths = append(paths, filepath.Join(procPath(pid, "root"), "tmp", fmt.Sprintf("perf-%d.map", nspid)))
+	inTmp := foreign.Path{Name: filepath.Join("/tmp", name), Rules: foreign.Rules{NoSymlinks: true}}
+	if p, err := host.proc().Process(pid, seen); err == nil {
+		paths = append(paths, foreign.Path{Name: fmt.Sprintf("/tmp/perf-%d.map", p.NSpid), Rules: p.Rules(host.Force)})
+		inTmp.Rules = p.Rules(host.Force)
+		inTmp.Rules.Root, inTmp.Rules.NoSymlinks = "", true
 	}
-	return append(paths, filepath.Join("/tmp", name))
+	return append(paths, inTmp)
 }
 
-// ReadPerfMap reads the perf map at path, with the times of its entries
-// from path+TimesSuffix where there is one. Lines that are not perf map
-// lines, and a times file that cannot be used, go to warn.
-func ReadPerfMap(path string, warn func(error)) (*PerfMap, error) {
-	entries, bad, err := perfmap.ParseFile(path)
+// Host is the machine a recording is read on: where the recorded processes
+// that still run are looked for, and how their files are trusted.
+type Host struct {
+	// Proc is the /proc of the recorded processes: procfs.Host when
+	// empty, a test's own elsewhere.
+	Proc procfs.FS
+	// Force reads dumps and perf maps whatever their owner, as perf's -f.
+	Force bool
+}
+
+func (h Host) proc() procfs.FS { return cmp.Or(h.Proc, procfs.Host) }
+
+const maxPerfMap = perfmap.MaxFileSize
+
+// ReadPerfMap reads the perf map at src, with the times of its entries
+// from the file beside it, named with TimesSuffix, where there is one.
+// Lines that are not perf map lines, and a times file that cannot be used,
+// go to warn.
+func ReadPerfMap(src foreign.Path, warn func(error)) (*PerfMap, error) {
+	path := src.String()
+	f, err := src.Open()
 	if err != nil {
 		return nil, err
 	}
+	data, err := foreign.ReadAll(f, maxPerfMap)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	entries, bad := perfmap.ParseData(data, path)
 	if len(bad) > 0 {
 		warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
 	}
 	m := &PerfMap{Path: path, Entries: entries, Times: make([]uint64, len(entries))}
-	data, err := os.ReadFile(path + TimesSuffix)
+	times := foreign.Path{Name: src.Name + TimesSuffix, Rules: src.Rules}
+	if f, err = times.Open(); err == nil {
+		data, err = foreign.ReadAll(f, maxPerfMap)
+		f.Close()
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return m, nil
 	}
 	if err != nil {
-		warn(fmt.Errorf("%s: %w; its entries are taken in map order, the last one holding", path+TimesSuffix, err))
+		warn(fmt.Errorf("%s: %w; its entries are taken in map order, the last one holding", times, err))
 		return m, nil
 	}
-	rows, err := parseTimes(data, path+TimesSuffix)
+	rows, err := parseTimes(data, times.String())
 	if err != nil {
 		warn(err)
 	}
@@ -140,41 +178,4 @@ func ReadPerfMap(path string, warn func(error)) (*PerfMap, error) {
 		m.Times[i] = rows[min(k, len(rows)-1)].time
 	}
 	return m, nil
-}
-
-// procPath is /proc/PID/name.
-func procPath(pid uint32, name string) string {
-	return filepath.Join("/proc", strconv.FormatUint(uint64(pid), 10), name)
-}
-
-// NamespacePid returns the pid process pid (of this pid namespace) has in its
-// own pid namespace, the innermost: the last field of NSpid in
-// /proc/PID/status. A runtime in a container names its perf map and dump by
-// it.
-func NamespacePid(pid uint32) (uint32, error) {
-	status, err := os.ReadFile(procPath(pid, "status"))
-	if err != nil {
-		return 0, err
-	}
-	return ParseNSpid(status)
-}
-
-// ParseNSpid finds the last pid of the NSpid line of a /proc/PID/status.
-func ParseNSpid(status []byte) (uint32, error) {
-	for line := range bytes.Lines(status) {
-		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
-		if !ok {
-			continue
-		}
-		fields := bytes.Fields(rest)
-		if len(fields) == 0 {
-			break
-		}
-		n, err := strconv.ParseUint(string(fields[len(fields)-1]), 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("NSpid %q: %w", rest, err)
-		}
-		return uint32(n), nil
-	}
-	return 0, errors.New("no NSpid in the process's status")
 }

@@ -2,12 +2,12 @@ package symbolize
 
 import (
 	"maps"
-	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/unwind"
 )
@@ -35,8 +35,13 @@ type fileVersion struct {
 	size, mtime int64
 }
 
-func versionOf(path string) (fileVersion, error) {
-	fi, err := os.Stat(path)
+func versionOf(src foreign.Path) (fileVersion, error) {
+	f, err := src.Open()
+	if err != nil {
+		return fileVersion{}, err
+	}
+	fi, err := f.Stat()
+	f.Close()
 	if err != nil {
 		return fileVersion{}, err
 	}
@@ -99,20 +104,21 @@ func NewTableCache() *TableCache {
 // perfMap returns the module read reads from the perf map at path, read
 // again only when the map or its times file changed; nil when there is no
 // map there. A nil cache reads it every time.
-func (c *TableCache) perfMap(path string, read func(string) *Module) *Module {
+func (c *TableCache) perfMap(src foreign.Path, read func(foreign.Path) *Module) *Module {
 	if c == nil {
-		return read(path)
+		return read(src)
 	}
-	version, err := versionOf(path)
+	version, err := versionOf(src)
 	if err != nil {
 		return nil
 	}
-	times, _ := versionOf(path + jitsources.TimesSuffix) // none: the zero version
+	times, _ := versionOf(foreign.Path{Name: src.Name + jitsources.TimesSuffix, Rules: src.Rules}) // none: the zero version
+	path := src.String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.perfMaps[path]
 	if e == nil || e.perfMap != version || e.times != times {
-		m := read(path)
+		m := read(src)
 		if m == nil {
 			return nil
 		}
@@ -160,7 +166,7 @@ func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
 	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), running: s.sameKernel}
 	if m.Kind == ELF {
 		var err error
-		if key.file, err = versionOf(s.opts.Files.Path(m.Name)); err != nil {
+		if key.file, err = versionOf(foreign.Plain(s.opts.Files.Path(m.Name))); err != nil {
 			return nil
 		}
 	}

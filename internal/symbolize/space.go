@@ -32,6 +32,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
@@ -123,6 +124,9 @@ type Options struct {
 	// one, extended with what their runtimes appended rather than read
 	// again: Close leaves them open.
 	Dumps *jitsources.DumpCache
+	// Host says where the recorded processes that still run are, and how
+	// far their dumps and perf maps are trusted.
+	Host jitsources.Host
 	// Pids, when set, are the processes whose jitted code is wanted: the
 	// dumps others marked are not read (a profile of some processes of a
 	// machine that runs many JITs need not hold them all in memory).
@@ -254,6 +258,7 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 		b.jit.Markers = slices.DeleteFunc(b.jit.Markers, func(m jitsources.Marker) bool { return !slices.Contains(opts.Pids, m.Pid) })
 	}
 	b.jit.Cache = opts.Dumps
+	b.jit.Host = opts.Host
 	b.jit.Load(opts.DumpDirs, opts.Warn)
 	b.dumpEvents()
 	slices.SortStableFunc(b.events, func(x, y event) int {
@@ -430,7 +435,7 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 		f.From, f.Until = r.from, r.until
 	}
 	if r == nil || r.module.Kind == Anon {
-		if m := s.perfMap(p); m != nil {
+		if m := s.perfMap(p, t); m != nil {
 			e := m.perfMap.find(addr, t)
 			if e != nil {
 				f.Module, f.Symbol = m, Symbol{Name: e.entry.Name, Start: e.entry.Start, End: e.entry.Start + e.entry.Size}
@@ -549,10 +554,11 @@ func (f *Files) VDSOTable(running bool) (*elfsym.Table, error) {
 	return nil, nil
 }
 
-// perfMap returns the module of p's perf map, or nil when it has none.
-func (s *Space) perfMap(p *process) *Module {
+// perfMap returns the module of p's perf map, or nil when it has none;
+// seen is a time the recording saw p at.
+func (s *Space) perfMap(p *process, seen uint64) *Module {
 	p.mapOnce.Do(func() {
-		for _, path := range jitsources.PerfMapPaths(p.pid, s.opts.PerfMapDirs) {
+		for _, path := range jitsources.PerfMapPaths(s.opts.Host, p.pid, seen, s.opts.PerfMapDirs) {
 			if p.perfMap = s.opts.Tables.perfMap(path, s.readPerfMap); p.perfMap != nil {
 				return
 			}
@@ -563,7 +569,7 @@ func (s *Space) perfMap(p *process) *Module {
 
 // readPerfMap reads the perf map at path into a module, or returns nil
 // when it cannot be read.
-func (s *Space) readPerfMap(path string) *Module {
+func (s *Space) readPerfMap(path foreign.Path) *Module {
 	pm, err := jitsources.ReadPerfMap(path, s.opts.Warn)
 	if err != nil {
 		return nil
