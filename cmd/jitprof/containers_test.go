@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/procfs"
 )
 
 // TestPerfMapReuse: a JIT that gives B the address A had and names both in

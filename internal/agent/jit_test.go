@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/procfs"
 )
 
 // leafCounts sums, over the agent's pprof files in dir, the samples of
