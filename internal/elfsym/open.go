@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/hex"
-	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // Open reads the symbols of the ELF file at path, from a separate debug
@@ -49,16 +49,15 @@ func Open(path string) (*Table, error) {
 	return t, nil
 }
 
-// openELF opens path as an ELF file.
+// openELF opens path as an ELF file. The path is the recording's, of a
+// file any user may have replaced since: a FIFO there must not block the
+// open, nor a device be read (foreign.Open).
 func openELF(path string) (*elfFile, error) {
-	f, err := os.Open(path)
+	f, err := foreign.Open(path, foreign.Rules{})
 	if err != nil {
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("elfsym: %s: not a regular file", path)
-	}
 	var ef *elfFile
 	if err == nil {
 		ef, err = newELF(f, path, fi.Size())
