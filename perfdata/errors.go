@@ -30,10 +30,32 @@ type TruncatedError struct {
 	Off  int64  // of the record, section or header cut short
 	Want uint64 // bytes it declares
 	Have int64  // bytes present
+	// What is cut short, when not a record: "the file header", "the attrs
+	// section" and so on.
+	What string
+	// Data, when the file ends before the end its header declares for the
+	// data section (a copy taken while perf record ran, a full disk), is
+	// that section as declared, and DataHave the bytes of it present. Off
+	// is then where the whole records, all delivered, end; Want and Have
+	// are those of the record the end cuts, 0 when it falls between two.
+	// The feature sections, after the data, are missing too.
+	Data     *Section
+	DataHave int64
 }
 
 // Error says where the file is cut short and how much is missing.
 func (e *TruncatedError) Error() string {
+	if e.Data != nil {
+		where := "between two records"
+		if e.Want > 0 {
+			where = fmt.Sprintf("%d bytes into a record of %d", e.Have, e.Want)
+		}
+		return fmt.Sprintf("%soffset %#x: file ends inside the data section, %s: %d of the %d bytes the header declares for the section are present; "+
+			"the records from %#x on and the feature sections are missing", filePrefix(e.File), e.Off, where, e.DataHave, e.Data.Size, e.Off)
+	}
+	if e.What != "" {
+		return fmt.Sprintf("%soffset %#x: file ends inside %s: %d of %d bytes present", filePrefix(e.File), e.Off, e.What, e.Have, e.Want)
+	}
 	return fmt.Sprintf("%soffset %#x: %s: %d of %d bytes present", filePrefix(e.File), e.Off, ErrTruncated, e.Have, e.Want)
 }
 

@@ -25,6 +25,11 @@ import (
 // Every size and count in the input is checked against the bytes present
 // before anything is read or allocated, so no input makes a Reader allocate
 // much more than the input's size, or panic.
+//
+// A file cut short (copied while perf record ran, written to a full disk)
+// is read as far as it goes: when its header and attrs are whole, its
+// whole records are delivered, and reading then ends with a
+// *TruncatedError saying where the file ends and what is missing.
 type Reader struct {
 	// ReuseRecord lets Next and Decode return the record they returned
 	// before, overwritten, when the type is the same: no allocation per
@@ -53,6 +58,8 @@ type Reader struct {
 	off   int64         // of the next record
 	end   int64         // of the data section; math.MaxInt64 for a pipe read as a stream
 	err   error         // sticky: the condition that ended reading
+	cut   int64         // bytes of the data section present, when the file ends inside it; else -1
+	after error         // what the end of the data reports instead of io.EOF: feature sections cut short
 	chunk []byte        // stream mode: records' bytes are cut from it
 	grown int           // the size of the last chunk: chunks double up to streamBuffer
 	lent  int           // stream mode: bytes of the last record, handed out in place, to discard
@@ -158,7 +165,7 @@ func bounds(off, n uint64, size int64) error {
 // NewBytesReader returns a Reader over a perf.data file (or a pipe-mode
 // stream saved to a file) held in memory, decoding it in place.
 func NewBytesReader(data []byte) (*Reader, error) {
-	r := &Reader{data: data}
+	r := &Reader{data: data, cut: -1}
 	if err := r.parseHeader(memSource(data)); err != nil {
 		return nil, err
 	}
@@ -169,7 +176,7 @@ func NewBytesReader(data []byte) (*Reader, error) {
 // pipe-mode stream saved to a file) in ra. It reads the header, attrs and
 // feature sections into memory, and the data section as a stream.
 func NewReader(ra io.ReaderAt, size int64) (*Reader, error) {
-	r := &Reader{}
+	r := &Reader{cut: -1}
 	if err := r.parseHeader(atSource{ra, size}); err != nil {
 		return nil, err
 	}
@@ -182,7 +189,7 @@ func NewReader(ra io.ReaderAt, size int64) (*Reader, error) {
 // NewPipeReader returns a Reader over a pipe-mode stream, as perf record -o -
 // writes it: a 16-byte header, then records, attrs and features among them.
 func NewPipeReader(in io.Reader) (*Reader, error) {
-	r := &Reader{src: bufio.NewReaderSize(in, pipeBuffer), end: math.MaxInt64}
+	r := &Reader{src: bufio.NewReaderSize(in, pipeBuffer), end: math.MaxInt64, cut: -1}
 	head, err := r.src.Peek(PipeHeaderSize)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
@@ -254,7 +261,7 @@ func (r *Reader) parseHeader(src source) error {
 		return err
 	}
 	if len(head) < PipeHeaderSize {
-		return &TruncatedError{Want: PipeHeaderSize, Have: int64(len(head))}
+		return &TruncatedError{Want: PipeHeaderSize, Have: int64(len(head)), What: "the file header"}
 	}
 	h := &r.hdr
 	switch h.Size = le.Uint64(head[8:]); h.Size {
@@ -266,7 +273,7 @@ func (r *Reader) parseHeader(src source) error {
 		return &FormatError{Off: 8, Msg: fmt.Sprintf("header size %d is neither %d (a file) nor %d (a pipe)", h.Size, FileHeaderSize, PipeHeaderSize)}
 	}
 	if len(head) < FileHeaderSize {
-		return &TruncatedError{Want: FileHeaderSize, Have: int64(len(head))}
+		return &TruncatedError{Want: FileHeaderSize, Have: int64(len(head)), What: "the file header"}
 	}
 	h.AttrSize = le.Uint64(head[16:])
 	h.Attrs = Section{le.Uint64(head[24:]), le.Uint64(head[32:])}
@@ -290,7 +297,21 @@ func (r *Reader) parseHeader(src source) error {
 		return err
 	}
 	r.off, r.end = int64(h.Data.Offset), int64(dataEnd)
-	return r.parseFeatures(src, dataEnd)
+	if dataEnd > uint64(src.size()) {
+		// Cut short, the file still holds whole records worth a partial
+		// report; reading them ends with a *TruncatedError saying what is
+		// missing. The feature sections came after the data.
+		r.cut = src.size() - int64(h.Data.Offset)
+		return nil
+	}
+	if err := r.parseFeatures(src, dataEnd); err != nil {
+		if !errors.Is(err, ErrTruncated) {
+			return err
+		}
+		// The data is whole: its records are read, then this is reported.
+		r.features, r.after = nil, within(err, "the feature sections")
+	}
+	return nil
 }
 
 // parseAttrs reads the attrs section and each attr's ids.
@@ -304,7 +325,7 @@ func (r *Reader) parseAttrs(src source) error {
 	}
 	sec, err := src.at(h.Attrs.Offset, h.Attrs.Size)
 	if err != nil {
-		return err
+		return within(err, "the attrs section")
 	}
 	attrLen := int(h.AttrSize - sectionSize)
 	for entry := range slices.Chunk(sec, int(h.AttrSize)) {
@@ -323,7 +344,7 @@ func (r *Reader) parseAttrs(src source) error {
 		}
 		b, err := src.at(ids.Offset, ids.Size)
 		if err != nil {
-			return err
+			return within(err, fmt.Sprintf("the ids of the attr at %#x", off))
 		}
 		a.IDs = make([]uint64, len(b)/8)
 		for i := range a.IDs {
@@ -487,8 +508,8 @@ func (r *Reader) Time(rec RawRecord) (t uint64, ok bool) {
 }
 
 // Next returns the next record in file order. At the end of the data it
-// returns io.EOF; when the file stops inside a record, an error matching
-// ErrTruncated; when a record's size cannot be right, a *FormatError. After
+// returns io.EOF; when the file stops inside a record, the data section or
+// the feature sections after it, an error matching ErrTruncated; when a record's size cannot be right, a *FormatError. After
 // any of these it keeps returning the same error. A record whose fields do
 // not fit is returned as *Invalid and reading goes on.
 func (r *Reader) Next() (Record, error) {
@@ -546,8 +567,13 @@ func (r *Reader) nextBytes() ([]byte, error) {
 		}
 	}
 	if len(head) == 0 {
-		if r.off < r.end && r.end != math.MaxInt64 {
+		switch {
+		case r.cut >= 0:
+			return nil, r.cutShort(0, 0)
+		case r.off < r.end && r.end != math.MaxInt64: // the file shrank since it was opened
 			return nil, &TruncatedError{Off: r.off, Want: uint64(r.end - r.off)}
+		case r.after != nil:
+			return nil, r.after
 		}
 		return nil, io.EOF
 	}
@@ -594,9 +620,23 @@ func (r *Reader) nextBytes() ([]byte, error) {
 	return b, nil
 }
 
-// cutShort reports a record that the end of the input cuts short.
+// cutShort reports a record of want bytes that the end of the input cuts
+// short, have of them present; want 0 when it ends between records.
 func (r *Reader) cutShort(want uint64, have int) error {
-	return &TruncatedError{Off: r.off, Want: want, Have: int64(have)}
+	e := &TruncatedError{Off: r.off, Want: want, Have: int64(have)}
+	if r.cut >= 0 {
+		e.Data, e.DataHave = &r.hdr.Data, r.cut
+	}
+	return e
+}
+
+// within names what a *TruncatedError from reading the header's parts cut
+// short.
+func within(err error, what string) error {
+	if e, ok := err.(*TruncatedError); ok {
+		e.What = what
+	}
+	return err
 }
 
 const (

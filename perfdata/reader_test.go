@@ -233,7 +233,7 @@ func TestCorrupt(t *testing.T) {
 		{name: "attrs beyond the file", data: edit(good, put64(24, uint64(len(good)))), opening: true, trunc: true, off: int64(len(good))},
 		{name: "data beyond the file", data: edit(good, put64(40, 1<<40)), opening: true, trunc: true, off: 1 << 40},
 		{name: "data section overflows", data: edit(good, put64(48, ^uint64(0))), opening: true, wantErr: "ends beyond any file", off: 40},
-		{name: "features cut", data: good[:len(good)-8], opening: true, trunc: true},
+		{name: "features cut", data: good[:len(good)-8], wantErr: "file ends inside the feature sections", trunc: true, records: len(recs), invalid: -1},
 		{name: "record size 0", data: edit(good, put16(offs[3]+6, 0)), wantErr: "smaller than the record header", off: int64(offs[3]), records: 3, invalid: -1},
 		{name: "record past the data", data: edit(good, put16(offs[len(offs)-1]+6, 0xfff8)), wantErr: "runs past the end of the data section", off: int64(offs[len(offs)-1]), records: len(recs) - 1, invalid: -1},
 		{name: "callchain too long", data: edit(good, put64(sampleAt+48, 1<<60)), records: len(recs), invalid: 5},

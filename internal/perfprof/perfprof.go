@@ -9,6 +9,7 @@
 package perfprof
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -85,6 +86,15 @@ type Result struct {
 	Samples, Kept, Jitted int
 	// Lost is how many samples the kernel dropped (LOST records).
 	Lost uint64
+	// Malformed counts the samples skipped because their fields do not
+	// fit them (a stack size that lies, say), counted among Samples when
+	// they can be told to be the event's; each Run reports them to Warn.
+	Malformed int
+	// Cut, when the recording ends short of what its header declares (a
+	// copy taken while perf record ran, a full disk), says where and what
+	// is missing (a *perfdata.TruncatedError); the samples before it are
+	// in the profile. Each Run reports it to Warn.
+	Cut error
 	// Unwound counts the kept samples whose user stacks were unwound
 	// from the registers and stack copy they hold (--call-graph dwarf),
 	// CutShort those whose unwinding ran past the copy's end: their
@@ -256,6 +266,10 @@ type aggregator struct {
 	samples, kept, jitted int
 	unwound, cutShort     int
 	lost                  uint64
+	malformed             int
+	firstMalformed        error
+	cut                   error
+	warn                  func(error)
 	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
 	first, last           uint64
 }
@@ -274,6 +288,10 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		nodeIDs:     make(map[node]uint32),
 		stacks:      make(map[stackKey]total),
 		first:       math.MaxUint64,
+		warn:        opts.Warn,
+	}
+	if a.warn == nil {
+		a.warn = func(error) {}
 	}
 	var dumps []*jitsources.Dump
 	for _, m := range space.Dumps() {
@@ -345,7 +363,14 @@ func (a *aggregator) read(r *perfdata.Reader) error {
 	r.ReuseRecord, r.ReuseSampleBytes = true, true
 	for {
 		raw, err := r.NextRaw()
-		if err == io.EOF {
+		if err == io.EOF || errors.Is(err, perfdata.ErrTruncated) {
+			if err != io.EOF {
+				a.cut = err
+				a.warn(fmt.Errorf("the recording is cut short; the profile holds the samples before the cut: %w", err))
+			}
+			if a.malformed > 0 {
+				a.warn(fmt.Errorf("%d samples skipped, their fields not fitting them; the first: %w", a.malformed, a.firstMalformed))
+			}
 			return nil
 		}
 		if err != nil {
@@ -353,8 +378,22 @@ func (a *aggregator) read(r *perfdata.Reader) error {
 		}
 		switch raw.Type() {
 		case perfdata.TypeSample:
-			if s, ok := r.Decode(raw).(*perfdata.Sample); ok && a.attrs[s.Attr] {
-				a.add(s)
+			switch s := r.Decode(raw).(type) {
+			case *perfdata.Sample:
+				if a.attrs[s.Attr] {
+					a.add(s)
+				}
+			case *perfdata.Invalid:
+				// One whose event id is unknown may be the event's.
+				if s.Attr == nil || a.attrs[s.Attr] {
+					a.malformed++
+					if s.Attr != nil {
+						a.samples++
+					}
+					if a.firstMalformed == nil {
+						a.firstMalformed = s.Err
+					}
+				}
 			}
 		case perfdata.TypeLost:
 			if l, ok := r.Decode(raw).(*perfdata.Lost); ok {

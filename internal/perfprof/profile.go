@@ -192,7 +192,7 @@ func (a *aggregator) result() (*Result, error) {
 	a.putMainFirst(p)
 	res := &Result{
 		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Unwound: a.unwound, CutShort: a.cutShort,
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Malformed: a.malformed, Cut: a.cut, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
 	a.names = nil

@@ -6,6 +6,7 @@ import (
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
+	"golang.org/x/sys/unix"
 )
 
 // perf's numbers of the x86-64 registers a walk starts from, as
@@ -42,9 +43,18 @@ type cachedRule struct {
 // newUnwinder returns the unwinder of a recording whose samples hold user
 // stacks. The walker knows x86-64's frames only.
 func newUnwinder(r *perfdata.Reader, space *symbolize.Space) (*unwinder, error) {
-	arch, _, err := r.StringFeature(perfdata.FeatureArch)
+	arch, ok, err := r.StringFeature(perfdata.FeatureArch)
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		// Without the section (a recording cut short before perf wrote
+		// it), the machine is this one, as perf takes it.
+		var u unix.Utsname
+		if err := unix.Uname(&u); err != nil {
+			return nil, err
+		}
+		arch = unix.ByteSliceToString(u.Machine[:])
 	}
 	if arch != "x86_64" {
 		return nil, fmt.Errorf("the samples hold user stacks to unwind, which jitprof does for x86_64 recordings only, not for %q", arch)
