@@ -137,7 +137,7 @@ func TestExtract(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(t.TempDir(), "cache", "jitprof")
-	path, err := extract("libjitprof-jvmti.so", data, cache)
+	path, err := extract("libjitprof-jvmti.so", data, []string{cache}, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,23 +155,26 @@ func TestExtract(t *testing.T) {
 
 	// Extracting again reuses the file; a damaged copy is replaced.
 	st, _ := os.Stat(path)
-	again, err := extract("libjitprof-jvmti.so", data, cache)
+	again, err := extract("libjitprof-jvmti.so", data, []string{cache}, 0o755)
 	if err != nil || again != path {
 		t.Fatalf("second extraction = %s, %v; want %s", again, err, path)
 	}
 	if st2, _ := os.Stat(path); !os.SameFile(st, st2) {
 		t.Error("an intact copy was rewritten")
 	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, data[:100], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := extract("libjitprof-jvmti.so", data, cache); err != nil {
+	if _, err := extract("libjitprof-jvmti.so", data, []string{cache}, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	check("after damage")
 
 	// Other content, another name: two jitprof versions keep their own.
-	other, err := extract("libjitprof-jvmti.so", append([]byte{}, data[:len(data)-1]...), cache)
+	other, err := extract("libjitprof-jvmti.so", append([]byte{}, data[:len(data)-1]...), []string{cache}, 0o755)
 	if err != nil || other == path {
 		t.Errorf("different content extracted to %s (%v), the same name as %s", other, err, path)
 	}
@@ -183,7 +186,7 @@ func TestExtract(t *testing.T) {
 	}
 
 	// A cache that cannot be a directory is an error, not a panic.
-	if _, err := extract("libjitprof-jvmti.so", data, filepath.Join(path, "sub")); err == nil {
+	if _, err := extract("libjitprof-jvmti.so", data, []string{filepath.Join(path, "sub")}, 0o755); err == nil {
 		t.Error("extracting under a regular file gave no error")
 	}
 }
@@ -192,7 +195,13 @@ func TestExtract(t *testing.T) {
 // built with -tags embedagents (as `make build` does), else the one in the
 // source tree's build/ (built here first, as `make agents` would).
 func TestLibrary(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	// Root's own directory, here, is not the machine's /run/jitprof.
+	saved := rootExtractDirs
+	rootExtractDirs = []string{filepath.Join(cache, "root")}
+	t.Cleanup(func() { rootExtractDirs = saved })
 	if embedded(JVMTI.FileName()) == nil {
 		out, err := exec.Command("make", "-C", "..", "--no-print-directory", "agents").CombinedOutput()
 		if err != nil {
@@ -206,7 +215,7 @@ func TestLibrary(t *testing.T) {
 		}
 		if data := embedded(k.FileName()); data != nil {
 			got, err := os.ReadFile(path)
-			if err != nil || !bytes.Equal(got, data) || !strings.HasPrefix(path, os.Getenv("XDG_CACHE_HOME")) {
+			if err != nil || !bytes.Equal(got, data) || !strings.HasPrefix(path, cache) {
 				t.Errorf("Library(%v) = %s, not the embedded library extracted into the cache (%v)", k, path, err)
 			}
 		} else if want, _ := filepath.Abs(filepath.Join("..", "build", k.FileName())); path != want {
