@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/archive"
@@ -26,12 +28,54 @@ type sampleFlags struct {
 	timeRange  string
 	symbol     string
 	quiet      bool
-	// unpacked is the archive the input named, unpacked until close.
-	unpacked *archive.Extracted
+	// unpacked is the archive the input named, unpacked until close;
+	// closing and watched stop and wait for the watch on it (see unpack).
+	unpacked         *archive.Extracted
+	closing, watched chan struct{}
 }
 
 // close removes what reading the input left behind.
-func (s *sampleFlags) close() { s.unpacked.Close() }
+func (s *sampleFlags) close() {
+	if s.closing != nil {
+		close(s.closing)
+		<-s.watched
+	}
+	s.unpacked.Close()
+}
+
+// unpack unpacks the archive the input names for the command's life. Until
+// close, Ctrl-C or SIGTERM removes it and then ends jitprof as the signal
+// would have: the analysis cannot be interrupted, and what is unpacked (a
+// recording's whole size and more) must not outlive it.
+func (s *sampleFlags) unpack() error {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	extracted := make(chan *archive.Extracted, 1)
+	s.closing, s.watched = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.watched)
+		defer cancel()
+		select {
+		case sig := <-signals:
+			cancel()
+			// Extract removes its directory itself when it stops short.
+			(<-extracted).Close()
+			signal.Stop(signals)
+			syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		case <-s.closing:
+			signal.Stop(signals)
+		}
+	}()
+	x, err := archive.Extract(ctx, s.opts.Input, "")
+	extracted <- x
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	s.unpacked = x
+	s.opts.Input, s.opts.Files = x.Input, x.Files
+	return nil
+}
 
 // setWarn sends the analysis's warnings to the command's error stream.
 func (s *sampleFlags) setWarn(cmd *cobra.Command) {
@@ -48,6 +92,7 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording, or an archive jitprof archive wrote")
 	f.StringArrayVar(&s.opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
 	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files, before /tmp (repeatable)")
+	f.BoolVarP(&s.opts.Host.Force, "force", "f", false, "read dumps and perf maps whoever owns them, as perf's -f (by default one not owned by its process's owner or root is skipped)")
 	f.StringVar(&s.opts.Event, "event", "", "the event to report, as perf evlist names it (default the first)")
 	f.UintSliceVar(&s.pids, "pid", nil, "only samples of these process ids")
 	f.UintSliceVar(&s.tids, "tid", nil, "only samples of these thread ids")
@@ -70,13 +115,10 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	debug.SetGCPercent(25)
 	stderr := cmd.ErrOrStderr()
 	s.setWarn(cmd)
-	if archive.Is(s.opts.Input) { // jitprof archive's: unpacked for the command's life
-		x, err := archive.Extract(s.opts.Input, "")
-		if err != nil {
-			return nil, &exitError{code: 1, err: err}
+	if archive.Is(s.opts.Input) {
+		if err := s.unpack(); err != nil {
+			return nil, err
 		}
-		s.unpacked = x
-		s.opts.Input, s.opts.Files = x.Input, x.Files
 	}
 	results, err := perfprof.RunStages(s.opts, specs)
 	if err != nil {
@@ -137,6 +179,7 @@ func newReportCmd() *cobra.Command {
 		format     string
 		output     string
 		httpAddr   string
+		sourceDir  string
 		sortKeys   []string
 		children   bool
 		callGraph  string
@@ -166,7 +209,9 @@ or callee for their order), json
 self-contained page with an interactive flame graph), gmon (gmon.out and a
 symbol file for GNU gprof, in the directory -o names), kaffe-as (the same with
 Kaffe's assembler symbol file). --http serves pprof's web UI (flame graph,
-top, source, disassembly of jitted code) on the profile. --stage reports
+top, source, disassembly of jitted code) on the profile, to whoever has the
+token of the URL it prints; its source views show files under --source-dir
+only. --stage reports
 parts of the run on their own: by time, or as the program marked them.`,
 		Example: `  perf record -k mono -g -- node --perf-prof app.js
   jitprof report
@@ -174,7 +219,7 @@ parts of the run on their own: by time, or as the program marked them.`,
   jitprof report -g caller
   jitprof report --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz
   jitprof report --format folded -o app.folded && flamegraph.pl app.folded > app.svg
-  jitprof report --http localhost:8080
+  jitprof report --http localhost:8080 --source-dir ~/app
   jitprof report -g --format gmon -o prof && gprof -b prof/jitprof-symbols prof/gmon.out
   jitprof report --stage startup=,2 --stage steady=2,`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -211,6 +256,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 				err = err2
 			case httpAddr != "" && len(specs) > 0:
 				err = fmt.Errorf("--http serves one profile: use --time or --symbol rather than --stage")
+			case httpAddr == "" && sourceDir != "":
+				err = fmt.Errorf("--source-dir is for --http's source views")
 			case httpAddr == "":
 				err = f.CheckOutput(output)
 			}
@@ -233,12 +280,13 @@ parts of the run on their own: by time, or as the program marked them.`,
 				}
 			}
 			if httpAddr != "" {
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				return webui.Serve(ctx, profiles[0], webui.Options{
 					HostPort: httpAddr, OpenBrowser: !noBrowser && browserCanStart(), Files: samples.opts.Files,
+					SourceDir: sourceDir, Warn: samples.opts.Warn,
 					Ready: func(url string) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends)\n", url)
+						fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: serving the profile on %s (Ctrl-C ends; the URL's token is the key: share it with no one)\n", url)
 					},
 				})
 			}
@@ -257,7 +305,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f := cmd.Flags()
 	f.StringVar(&format, "format", "text", "text, json, pprof, folded, html (a flame graph page), gmon or kaffe-as (gprof's files, into the directory -o names)")
 	f.StringVarP(&output, "output", "o", "", "write to `FILE` (whole or not at all) instead of standard output")
-	f.StringVar(&httpAddr, "http", "", "serve pprof's web UI on `HOST:PORT` instead of writing a report")
+	f.StringVar(&httpAddr, "http", "", "serve pprof's web UI on `HOST:PORT` instead of writing a report: localhost when HOST is empty; only to the URL printed, which holds a token")
+	f.StringVar(&sourceDir, "source-dir", "", "with --http, show source files from `DIR` (no others): a profile's file name is looked up under DIR, as a path under it or from it")
 	f.BoolVar(&noBrowser, "no-browser", false, "with --http, do not open a browser")
 	f.StringSliceVarP(&sortKeys, "sort", "s", nil, "group by these keys: symbol, module, comm, pid (default comm,module,symbol)")
 	f.BoolVar(&children, "children", false, "also count the samples below each entry (perf report --children)")

@@ -36,6 +36,9 @@ type Options struct {
 	// DumpDirs are searched, in order, for a dump by its file name when it
 	// is not at the path the recording saw (analysis on another machine).
 	DumpDirs []string
+	// Host says where the recorded processes that still run are, and how
+	// far their dumps are trusted.
+	Host jitsources.Host
 	// Pack writes one image per dump holding all of its functions, instead
 	// of one image per function as perf does.
 	Pack bool
@@ -113,10 +116,11 @@ func Run(opts Options) (Result, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return res, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
 		return res, err
 	}
 
+	jit.Host = opts.Host
 	jit.Load(jitsources.SearchDirs(opts.Input, opts.DumpDirs), opts.Warn)
 	defer jit.Close()
 	dumps := make([]*dumpImages, len(jit.Dumps))
@@ -242,8 +246,9 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Cod
 	if err != nil {
 		return nil, nil, buf, fmt.Errorf("image %s: %w", path, err)
 	}
-	// perf report may run as another user than inject: images are readable (0644).
-	err = atomicfile.Write(path, func(w io.Writer) error {
+	// The images hold the processes' code and names, as the recording
+	// does: private as it is.
+	err = atomicfile.Private.Write(path, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
