@@ -409,13 +409,15 @@ func TestFindPerfMap(t *testing.T) {
 		{name: "/tmp", in: []string{"/tmp"}, dirs: []string{"a"}, want: "/tmp", at: [4]string{"g", "g", "g", "g"}},
 		{name: "with a bad line", in: []string{"bad"}, dirs: []string{"bad"}, map_: twoLines + "no map line\n", want: "bad", warns: 1, at: [4]string{"g", "g", "g", "g"}},
 		{name: "timed", in: []string{"a"}, dirs: []string{"a"}, times: "1 0\n2 200\n", want: "a", at: [4]string{"f", "f", "g", "g"}},
-		{name: "timed from the start", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n2 200\n", want: "a", at: [4]string{"", "f", "g", "g"}},
+		{name: "timed from the start", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n2 200\n", want: "a", at: [4]string{"f", "f", "g", "g"}},
 		// Lines after the last row appeared after its time.
-		{name: "lines beyond the times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n", want: "a", at: [4]string{"", "g", "g", "g"}},
-		{name: "bad times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\nx\n2 50\n", want: "a", warns: 1, at: [4]string{"", "g", "g", "g"}},
-		{name: "times out of order", in: []string{"a"}, dirs: []string{"a"}, times: "1 100\n2 50\n", want: "a", warns: 1, at: [4]string{"", "g", "g", "g"}},
-		// Same time: the later line holds.
-		{name: "one time", in: []string{"a"}, dirs: []string{"a"}, times: "2 100\n", want: "a", at: [4]string{"", "g", "g", "g"}},
+		{name: "lines beyond the times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\n", want: "a", at: [4]string{"f", "g", "g", "g"}},
+		{name: "bad times", in: []string{"a"}, dirs: []string{"a"}, times: "0 0\n1 100\nx\n2 50\n", want: "a", warns: 1, at: [4]string{"f", "g", "g", "g"}},
+		{name: "times out of order", in: []string{"a"}, dirs: []string{"a"}, times: "1 100\n2 50\n", want: "a", warns: 1, at: [4]string{"f", "g", "g", "g"}},
+		// Same time: the later line holds. A line holds from the start
+		// unless an earlier line named one of its addresses (f, the
+		// first, in each timed case), as perf has it.
+		{name: "one time", in: []string{"a"}, dirs: []string{"a"}, times: "2 100\n", want: "a", at: [4]string{"f", "g", "g", "g"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

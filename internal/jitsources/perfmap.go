@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/google/btree"
 	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfmap"
@@ -85,11 +86,15 @@ func parseTimes(data []byte, file string) ([]timesRow, error) {
 type PerfMap struct {
 	Path    string
 	Entries []perfmap.Entry // in map order
-	// Times are, one per entry, when it appeared in perf's clock; 0 when
-	// that is not known (a map without a times file, or the lines the map
-	// had when jitprof record first saw it), which places the entry before
-	// any sample. Where entries overlap, of those that appeared by a time
-	// the later one holds.
+	// Times are, one per entry, when it holds from, in perf's clock. As
+	// perf has it, an entry holds from the process's start (0, before any
+	// sample): a runtime that writes its map through a buffer (Mono's 4
+	// KiB stdio buffer) makes most lines reach the file long after their
+	// code ran. But an entry for an address that an earlier line of the map
+	// named was written after that function's code was replaced, so it
+	// holds from when it appeared (the times file's), or the earlier one
+	// would be wrong before it. Where entries overlap, of those that hold
+	// at a time the later one holds.
 	Times []uint64
 }
 
@@ -173,9 +178,55 @@ func ReadPerfMap(src foreign.Path, warn func(error)) (*PerfMap, error) {
 	if len(rows) == 0 {
 		return m, nil
 	}
+	var named spans
 	for i, e := range entries {
-		k, _ := slices.BinarySearchFunc(rows, e.Line, func(r timesRow, line int) int { return r.lines - line })
-		m.Times[i] = rows[min(k, len(rows)-1)].time
+		if e.Size == 0 || e.Start+e.Size < e.Start {
+			continue // names no address
+		}
+		if named.overlaps(e.Start, e.Start+e.Size) {
+			k, _ := slices.BinarySearchFunc(rows, e.Line, func(r timesRow, line int) int { return r.lines - line })
+			m.Times[i] = rows[min(k, len(rows)-1)].time
+		}
+		named.add(e.Start, e.Start+e.Size)
 	}
 	return m, nil
+}
+
+// spans is a set of addresses, as disjoint ranges by start.
+type spans struct{ t *btree.BTreeG[span] }
+
+type span struct{ start, end uint64 }
+
+func (s *spans) overlaps(start, end uint64) bool {
+	if s.t == nil {
+		return false
+	}
+	hit := false
+	// The last range starting before end is the only one that can reach
+	// past start: the ranges are disjoint.
+	s.t.DescendLessOrEqual(span{start: end - 1}, func(r span) bool {
+		hit = r.end > start
+		return false
+	})
+	return hit
+}
+
+// add adds [start, end), merging the ranges it touches.
+func (s *spans) add(start, end uint64) {
+	if s.t == nil {
+		s.t = btree.NewG(32, func(a, b span) bool { return a.start < b.start })
+	}
+	var merged []span
+	s.t.DescendLessOrEqual(span{start: end}, func(r span) bool {
+		if r.end < start {
+			return false
+		}
+		merged = append(merged, r)
+		return true
+	})
+	for _, r := range merged {
+		s.t.Delete(r)
+		start, end = min(start, r.start), max(end, r.end)
+	}
+	s.t.ReplaceOrInsert(span{start, end})
 }
