@@ -1,18 +1,23 @@
 package main
 
 import (
+	"bytes"
 	"errors"
-	"os"
+	"io"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/jitprof/jitprof/internal/atomicfile"
 )
 
 // selfProfile profiles jitprof itself, for its own performance work: the
 // hidden --cpuprofile and --memprofile flags of every command.
 type selfProfile struct {
 	cpu, mem string
-	cpuFile  *os.File
+	// cpuProfile holds the CPU profile until it is written whole at the
+	// end: a command that fails leaves no file, nor any temporary one.
+	cpuProfile *bytes.Buffer
 }
 
 func (p *selfProfile) register(root *cobra.Command) {
@@ -29,26 +34,19 @@ func (p *selfProfile) start() error {
 	if p.cpu == "" {
 		return nil
 	}
-	f, err := os.Create(p.cpu)
-	if err != nil {
-		return err
-	}
-	p.cpuFile = f
-	return pprof.StartCPUProfile(f)
+	p.cpuProfile = new(bytes.Buffer)
+	return pprof.StartCPUProfile(p.cpuProfile)
 }
 
 func (p *selfProfile) stop() error {
 	var errs []error
-	if p.cpuFile != nil {
+	// Shared: jitprof's profiles of itself name its own code alone.
+	if p.cpuProfile != nil {
 		pprof.StopCPUProfile()
-		errs = append(errs, p.cpuFile.Close())
+		errs = append(errs, atomicfile.Shared.Write(p.cpu, func(w io.Writer) error { _, err := p.cpuProfile.WriteTo(w); return err }))
 	}
 	if p.mem != "" {
-		f, err := os.Create(p.mem)
-		if err != nil {
-			return err
-		}
-		errs = append(errs, pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+		errs = append(errs, atomicfile.Shared.Write(p.mem, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) }))
 	}
 	return errors.Join(errs...)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -80,7 +79,7 @@ func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile
 		return nil, err
 	}
 	if f.Directory() {
-		if err := os.MkdirAll(out, 0o755); err != nil {
+		if err := atomicfile.MkdirAll(out, 0o700); err != nil {
 			return nil, err
 		}
 		return writeGprof(out, f == FormatKaffeAs, names, ps, o.Files)
@@ -89,7 +88,9 @@ func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile
 	if out == "" {
 		return nil, write(stdout)
 	}
-	return []string{out}, atomicfile.Write(out, write)
+	// A report names the functions of the processes sampled, other
+	// users' when root sampled them: private as the recording.
+	return []string{out}, atomicfile.Private.Write(out, write)
 }
 
 // writeOne writes one profile in the stream format f.

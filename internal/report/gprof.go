@@ -168,7 +168,7 @@ func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, f
 	}
 	var written []string
 	path := filepath.Join(dir, symName)
-	if err := atomicfile.Write(path, writeSyms); err != nil {
+	if err := atomicfile.Private.Write(path, writeSyms); err != nil {
 		return nil, err
 	}
 	written = append(written, path)
@@ -177,7 +177,7 @@ func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, f
 		if names[i] != "" {
 			path += "." + names[i]
 		}
-		if err := atomicfile.Write(path, func(w io.Writer) error { return gmon.WriteGmon(w, order, layout, prof) }); err != nil {
+		if err := atomicfile.Private.Write(path, func(w io.Writer) error { return gmon.WriteGmon(w, order, layout, prof) }); err != nil {
 			return nil, err
 		}
 		written = append(written, path)
