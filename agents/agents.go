@@ -65,28 +65,23 @@ func (k Kind) FileName() string {
 
 // Library returns the path of a usable copy of the agent: the one embedded
 // in this binary, extracted into a directory of jitprof's own
-// (extractDirs), else one found next to the executable, in ../lib/jitprof
-// relative to it, or in the build/ directory of the source tree. Either
-// way the path is one no other user can make hold other code (trustedDir).
+// (extractDirs); in a binary without them, one found next to the
+// executable, in ../lib/jitprof relative to it, or in the build/ directory
+// of the source tree. Either way the path is one no other user can make
+// hold other code (trustedDir).
 func Library(k Kind) (string, error) {
 	name := k.FileName()
 	if name == "" {
 		return "", fmt.Errorf("agents: unknown agent %v", k)
 	}
-	var extractErr error
+	// A binary with its agents embedded does not look for others on disk
+	// when it cannot extract them: those may be another version, and the
+	// user is better told why the extraction was refused.
 	if data := embedded(name); data != nil {
 		euid := os.Geteuid()
-		path, err := extract(name, data, extractDirs(euid == 0), extractDirMode(euid))
-		if err == nil {
-			return path, nil
-		}
-		extractErr = err
+		return extract(name, data, extractDirs(euid == 0), extractDirMode(euid))
 	}
-	path, err := find(name, searchDirs())
-	if err != nil && extractErr != nil {
-		return "", fmt.Errorf("%w; %w", extractErr, err)
-	}
-	return path, err
+	return find(name, searchDirs())
 }
 
 // rootExtractDirs are where root extracts the embedded agents, best first.
