@@ -42,19 +42,29 @@ type Options struct {
 	HostPort string
 	// Files holds copies of the recording's files (an archive's), or nil.
 	Files *symbolize.Files
+	// SourceDir is the directory the source views may read source files
+	// from, or "": see sources.
+	SourceDir string
 	// OpenBrowser opens the interface in a browser, chosen as pprof does:
 	// $BROWSER, else the first of chrome, chromium, firefox and others
 	// that runs.
 	OpenBrowser bool
-	// Ready, if set, is called with the interface's URL (such as
-	// "http://localhost:8080", without the path) once the server accepts
-	// connections.
+	// Ready, if set, is called with the interface's URL, its token in it
+	// (such as "http://localhost:8080/ui/?token=..."), once the server
+	// accepts connections.
 	Ready func(url string)
+	// Warn, if set, is told of the source files that were not shown for
+	// a reason other than their absence.
+	Warn func(error)
 }
 
 // Serve serves the web interface for p until ctx is done, then shuts the
 // server down and returns nil. It returns an error when it cannot listen
 // or the profile is not valid. p is not changed.
+//
+// Only the user who started it gets in: the server answers only to the
+// names of the address it serves (guard), and only to requests that bring
+// the token of the URL given to Ready.
 func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 	host, port, err := net.SplitHostPort(o.HostPort)
 	if err != nil {
@@ -70,30 +80,45 @@ func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 		return err
 	}
 	defer ln.Close()
-	hostport := net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	addr := ln.Addr().(*net.TCPAddr)
+	hostport := net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	g := newGuard(host, addr)
+	url := "http://" + hostport + "/ui/?" + tokenParam + "=" + g.token
 
+	src, err := newSources(o.SourceDir, o.Warn)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	shown := p.Copy() // the driver changes the profile it fetches, and the names of its files are the views'
+	for _, fn := range shown.Function {
+		fn.Filename = src.name(fn.Filename)
+	}
 	obj := objtool.New(o.Files, p)
 	defer obj.Close()
 	return driver.PProf(&driver.Options{
-		Flagset: &flags{http: hostport, noBrowser: !o.OpenBrowser},
-		// The driver changes the profile it fetches.
-		Fetch: fetcher{p.Copy()},
-		Sym:   noSymbolizer{},
-		Obj:   obj,
-		UI:    silentUI{},
+		// The driver would open the browser on a URL without the token.
+		Flagset: &flags{http: hostport, noBrowser: true, sourcePath: src.dir},
+		Fetch:   fetcher{shown},
+		Sym:     noSymbolizer{},
+		Obj:     objTool{obj, src},
+		UI:      silentUI{},
 		HTTPServer: func(args *driver.HTTPServerArgs) error {
-			return serve(ctx, ln, args.Handlers, func() {
+			g.next = handler(args.Handlers)
+			return serve(ctx, ln, g, func() {
 				if o.Ready != nil {
-					o.Ready("http://" + hostport)
+					o.Ready(url)
+				}
+				if o.OpenBrowser {
+					openBrowser(url, src.dir, o.Warn)
 				}
 			})
 		},
 	})
 }
 
-// serve serves the driver's handlers on ln under /ui/, as pprof does, until
-// ctx is done; ready is called once they are in place.
-func serve(ctx context.Context, ln net.Listener, handlers map[string]http.Handler, ready func()) error {
+// handler serves the driver's handlers under /ui/, as pprof does.
+func handler(handlers map[string]http.Handler) http.Handler {
 	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// pprof's own server hands unknown paths to http.DefaultServeMux,
 		// which would show whatever the process registered there.
@@ -107,7 +132,13 @@ func serve(ctx context.Context, ln net.Listener, handlers map[string]http.Handle
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", http.StripPrefix("/ui", ui))
 	mux.Handle("/{$}", http.RedirectHandler("/ui/", http.StatusTemporaryRedirect))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
+
+// serve serves h on ln until ctx is done; ready is called once it is in
+// place.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, ready func()) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -146,11 +177,12 @@ type noSymbolizer struct{}
 
 func (noSymbolizer) Symbolize(string, driver.MappingSources, *profile.Profile) error { return nil }
 
-// flags is the driver's command line: only -http and -no_browser are set,
-// every other flag has its default.
+// flags is the driver's command line: only -http, -no_browser,
+// -source_path and -trim_path are set, every other flag has its default.
 type flags struct {
-	http      string
-	noBrowser bool
+	http       string
+	noBrowser  bool
+	sourcePath string
 }
 
 func (f *flags) Bool(name string, def bool, _ string) *bool {
@@ -161,8 +193,13 @@ func (f *flags) Bool(name string, def bool, _ string) *bool {
 }
 
 func (f *flags) String(name, def, _ string) *string {
-	if name == "http" {
+	switch name {
+	case "http":
 		def = f.http
+	case "source_path":
+		def = f.sourcePath
+	case "trim_path":
+		def = trimPath
 	}
 	return &def
 }

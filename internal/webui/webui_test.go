@@ -98,15 +98,36 @@ func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*pr
 	return p, fns
 }
 
-// serveTest serves p until the test ends, and returns the interface's URL.
-func serveTest(t *testing.T, p *profile.Profile) string {
+// server is a web interface a test serves.
+type server struct {
+	base  string // such as http://127.0.0.1:8080
+	token string
+}
+
+// at returns the URL of path on s with the query params (name, value
+// pairs) and the token.
+func (s server) at(path string, params ...string) string {
+	q := url.Values{tokenParam: {s.token}}
+	for i := 0; i+1 < len(params); i += 2 {
+		q.Set(params[i], params[i+1])
+	}
+	return s.base + path + "?" + q.Encode()
+}
+
+// serveTest serves p with o (on 127.0.0.1, unless o says otherwise) until
+// the test ends, which checks that Serve leaves no file behind.
+func serveTest(t *testing.T, p *profile.Profile, o Options) server {
 	t.Helper()
+	if o.HostPort == "" {
+		o.HostPort = "127.0.0.1:0"
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, p, Options{HostPort: "127.0.0.1:0", Ready: func(u string) { ready <- u }})
-	}()
+	o.Ready = func(u string) { ready <- u }
+	go func() { done <- Serve(ctx, p, o) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -117,20 +138,27 @@ func serveTest(t *testing.T, p *profile.Profile) string {
 		case <-time.After(10 * time.Second):
 			t.Error("Serve did not return 10 s after its context was canceled")
 		}
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("Serve left %s in its TMPDIR", left[0].Name())
+		}
 	})
 	select {
 	case u := <-ready:
-		return u
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Path != "/ui/" || parsed.Query().Get(tokenParam) == "" {
+			t.Fatalf("Serve gave the URL %q, want http://HOST:PORT/ui/?%s=...", u, tokenParam)
+		}
+		return server{base: "http://" + parsed.Host, token: parsed.Query().Get(tokenParam)}
 	case err := <-done:
 		t.Fatalf("Serve: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Serve was not ready after 30 s")
 	}
-	return ""
+	return server{}
 }
 
-// get fetches u and returns its body, unescaped from HTML.
-func get(t *testing.T, u string) string {
+// fetch GETs u and returns its status and body, unescaped from HTML.
+func fetch(t *testing.T, u string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {
@@ -141,10 +169,17 @@ func get(t *testing.T, u string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", u, resp.Status, body)
+	return resp.StatusCode, html.UnescapeString(string(body))
+}
+
+// get fetches u and returns its body, unescaped from HTML.
+func get(t *testing.T, u string) string {
+	t.Helper()
+	code, body := fetch(t, u)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d\n%s", u, code, body)
 	}
-	return html.UnescapeString(string(body))
+	return body
 }
 
 // chromium runs headless Chromium, bin, with args after the options every
@@ -177,10 +212,10 @@ func TestWebUI(t *testing.T) {
 		t.Fatal(err) // nodeDump ran it
 	}
 	p, fns := testProfile(t, path, d, node)
-	base := serveTest(t, p)
+	srv := serveTest(t, p, Options{})
 
 	// The flame graph, drawn by its scripts in a real browser.
-	dom := scriptElems.ReplaceAllString(chromium(t, browser, "--dump-dom", base+"/ui/flamegraph"), "")
+	dom := scriptElems.ReplaceAllString(chromium(t, browser, "--dump-dom", srv.at("/ui/flamegraph")), "")
 	drawn := 0
 	for _, fn := range fns {
 		if strings.Contains(html.UnescapeString(dom), fn.Name) {
@@ -194,7 +229,7 @@ func TestWebUI(t *testing.T) {
 	// The disassembly of a jitted function, from the dump: instructions,
 	// with the function's source lines.
 	fn := fns[0]
-	text := get(t, base+"/ui/disasm?f="+url.QueryEscape(regexp.QuoteMeta(fn.Name)))
+	text := get(t, srv.at("/ui/disasm", "f", regexp.QuoteMeta(fn.Name)))
 	if !strings.Contains(text, "ROUTINE ======================== "+fn.Name) {
 		t.Fatalf("the disassembly of %s has no routine for it:\n%s", fn.Name, text)
 	}
@@ -209,18 +244,13 @@ func TestWebUI(t *testing.T) {
 	}
 
 	// pprof's source view falls back to the instructions' lines.
-	if text := get(t, base+"/ui/source?f="+url.QueryEscape(regexp.QuoteMeta(fn.Name))); !strings.Contains(text, fn.Name) {
+	if text := get(t, srv.at("/ui/source", "f", regexp.QuoteMeta(fn.Name))); !strings.Contains(text, fn.Name) {
 		t.Errorf("the source view of %s does not name it:\n%s", fn.Name, text)
 	}
 
 	// Paths outside the driver's handlers are not served.
-	resp, err := http.Get(base + "/ui/debug/pprof/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET /ui/debug/pprof/: %s, want 404", resp.Status)
+	if code, _ := fetch(t, srv.at("/ui/debug/pprof/")); code != http.StatusNotFound {
+		t.Errorf("GET /ui/debug/pprof/: %d, want 404", code)
 	}
 }
 
@@ -265,8 +295,8 @@ func TestScreenshot(t *testing.T) {
 		}
 		p, _ = testProfile(t, path, d, node)
 	}
-	base := serveTest(t, p)
-	chromium(t, browser, "--screenshot="+out, "--window-size=1400,900", "--hide-scrollbars", base+"/ui/flamegraph")
+	srv := serveTest(t, p, Options{})
+	chromium(t, browser, "--screenshot="+out, "--window-size=1400,900", "--hide-scrollbars", srv.at("/ui/flamegraph"))
 	t.Logf("wrote %s", out)
 }
 
@@ -300,16 +330,16 @@ func TestFlameGraphNames(t *testing.T) {
 	if len(cut) == 0 {
 		t.Fatal("the profile has no named JavaScript function")
 	}
-	base := serveTest(t, res.Profile)
+	srv := serveTest(t, res.Profile, Options{})
 
-	page := get(t, base+"/ui/flamegraph")
+	page := get(t, srv.at("/ui/flamegraph"))
 	if m := regexp.MustCompile(`id="details">([^<]*)<`).FindStringSubmatch(page); m == nil || !strings.HasPrefix(m[1], "node ") {
 		t.Errorf("the header names %q as the program, want node", m)
 	}
 
 	// Wide, so that the boxes of functions with a few percent of the
 	// samples are wide enough to hold their names.
-	dom := html.UnescapeString(chromium(t, browser, "--window-size=3000,800", "--dump-dom", base+"/ui/flamegraph"))
+	dom := html.UnescapeString(chromium(t, browser, "--window-size=3000,800", "--dump-dom", srv.at("/ui/flamegraph")))
 	// A function TurboFan inlined is drawn as an inferred frame, by its
 	// whole name too.
 	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)(` + regexp.QuoteMeta(perfprof.InferredSuffix) + `)?$`)
