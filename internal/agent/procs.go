@@ -7,14 +7,14 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/otlpprof"
+	"github.com/jitprof/jitprof/internal/procfs"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -37,12 +37,12 @@ type proc struct {
 type tracker struct {
 	procs  map[uint32]*proc
 	kernel []perfdata.Record // the kernel's text, described once
-	// procRoot is where /proc is, for what a process's resource says.
-	procRoot string
+	// proc is the /proc read for what a process's resource says.
+	procFS procfs.FS
 }
 
 func newTracker() *tracker {
-	return &tracker{procs: make(map[uint32]*proc), procRoot: "/proc"}
+	return &tracker{procs: make(map[uint32]*proc), procFS: procfs.Host}
 }
 
 func (t *tracker) proc(pid uint32) *proc {
@@ -270,7 +270,7 @@ func (t *tracker) cut(sampled map[uint32]bool, cgroup string) (infos map[uint32]
 
 // readCgroup reads which cgroups a process is in.
 func (t *tracker) readCgroup(p *proc, pid uint32) {
-	if b, err := os.ReadFile(filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10), "cgroup")); err == nil {
+	if b, err := os.ReadFile(t.procFS.Path(pid, "cgroup")); err == nil {
 		p.cgroup = string(b)
 		p.info.ContainerID = containerID(b)
 	}
@@ -292,16 +292,17 @@ func underCgroup(procCgroup, path string) bool {
 // describe reads what a process's resource says of it, at its exec or
 // when first seen: later the process may be gone.
 func (t *tracker) describe(p *proc, pid uint32, comm string) {
-	dir := filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10))
 	p.info.Pid, p.info.Comm = pid, comm
-	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
+	if exe, err := os.Readlink(t.procFS.Path(pid, "exe")); err == nil {
 		p.info.Executable = exe
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil && len(b) > 0 {
+	if b, err := os.ReadFile(t.procFS.Path(pid, "cmdline")); err == nil && len(b) > 0 {
 		p.info.CommandLine = strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
 	}
 	t.readCgroup(p, pid)
-	p.info.Runtime = runtimeOf(p.info.Executable, comm)
+	if r := runtimes.Of(p.info.Executable, comm); r != nil {
+		p.info.Runtime = r.Name
+	}
 }
 
 var containerIDPattern = regexp.MustCompile(`[0-9a-f]{64}`)
@@ -314,30 +315,6 @@ func containerID(cgroup []byte) string {
 		if id := containerIDPattern.Find(line); id != nil {
 			return string(id)
 		}
-	}
-	return ""
-}
-
-// runtimeOf names the JIT runtime of an executable, as
-// process.runtime.name: "" when it is none we know.
-func runtimeOf(exe, comm string) string {
-	base := filepath.Base(exe)
-	if exe == "" {
-		base = comm
-	}
-	switch {
-	case base == "node" || base == "nodejs":
-		return "nodejs"
-	case base == "java":
-		return "java"
-	case strings.HasPrefix(base, "beam"):
-		return "erlang"
-	case strings.HasPrefix(base, "php"):
-		return "php"
-	case strings.HasPrefix(base, "python"):
-		return "python"
-	case base == "dotnet":
-		return "dotnet"
 	}
 	return ""
 }

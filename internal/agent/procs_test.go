@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -147,7 +148,7 @@ func TestTracker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker()
-			tr.procRoot = t.TempDir() // nothing to describe
+			tr.procFS = procfs.FS(t.TempDir()) // nothing to describe
 			for _, r := range tc.records {
 				o, _ := own(r)
 				tr.apply(o)
@@ -287,21 +288,6 @@ func FuzzContainerID(f *testing.F) {
 	})
 }
 
-func TestRuntimeOf(t *testing.T) {
-	for _, tc := range []struct{ exe, comm, want string }{
-		{"/usr/bin/node", "node", "nodejs"},
-		{"/usr/lib/jvm/java-17/bin/java", "java", "java"},
-		{"/usr/lib/erlang/erts-13/bin/beam.smp", "beam.smp", "erlang"},
-		{"/usr/bin/php8.2", "php", "php"},
-		{"", "python3.13", "python"},
-		{"/usr/bin/bash", "bash", ""},
-	} {
-		if got := runtimeOf(tc.exe, tc.comm); got != tc.want {
-			t.Errorf("runtimeOf(%q, %q) = %q, want %q", tc.exe, tc.comm, got, tc.want)
-		}
-	}
-}
-
 // TestPprofTrim: the directory is kept within its bound, oldest first,
 // the newest profile always kept, other files left alone.
 func TestPprofTrim(t *testing.T) {
@@ -360,7 +346,7 @@ func BenchmarkSamplerAdd(b *testing.B) {
 	}
 	defer w.Abort()
 	s := &sampler{o: Options{Log: func(string) {}}, attr: a, tr: newTracker(), dec: dec, w: w, sampled: make(map[uint32]bool)}
-	s.tr.procRoot = dir
+	s.tr.procFS = procfs.FS(dir)
 	sample, err := perfdata.AppendRecord(nil, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample, perfdata.MiscUser, a),
 		ID: 7, IP: 0x401000, Pid: 10, Tid: 10, Time: 100, Period: 1, Callchain: []uint64{perfdata.ContextUser, 0x401000, 0x402000, 0x403000}})
 	if err != nil {

@@ -32,6 +32,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/hostelf"
+	"github.com/jitprof/jitprof/internal/procfs"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -71,6 +73,35 @@ type Options struct {
 	// two; 0 picks 128 (512 KiB), or for a DWARF call graph 512 (2 MiB),
 	// less if the locked-memory limit refuses that.
 	Pages int
+
+	// JITCopyMaxBytes bounds the disk the copies of the processes' perf
+	// maps and dumps beside the output use (see JITWatcher); 0 picks
+	// DefaultJITCopyMaxBytes, -1 none.
+	JITCopyMaxBytes int64
+	// Force copies perf maps and dumps their process's owner or root does
+	// not own, as perf's -f.
+	Force bool
+	// Proc is the /proc read; "" is the host's (tests give their own).
+	Proc procfs.FS
+}
+
+// proc is o's /proc.
+func (o *Options) proc() procfs.FS {
+	if o.Proc == "" {
+		return procfs.Host
+	}
+	return o.Proc
+}
+
+// jitCopyMax is o's bound on the copies of perf maps and dumps, 0 for none.
+func (o *Options) jitCopyMax() int64 {
+	switch {
+	case o.JITCopyMaxBytes == 0:
+		return DefaultJITCopyMaxBytes
+	case o.JITCopyMaxBytes < 0:
+		return 0
+	}
+	return o.JITCopyMaxBytes
 }
 
 // Result says what was recorded.
@@ -105,9 +136,6 @@ const (
 	defaultPages = 128
 	dwarfPages   = 512
 )
-
-// procRoot is where the proc file system is.
-const procRoot = "/proc"
 
 var le = binary.LittleEndian
 
@@ -162,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		tids = []int{s.cmd.Process.Pid}
 	case len(o.Pids) > 0:
-		if tids, err = threadsOf(o.Pids); err != nil {
+		if tids, err = threadsOf(o.proc(), o.Pids); err != nil {
 			return nil, err
 		}
 	default:
@@ -175,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
 		return nil, err
 	}
-	sy := synthesizer{proc: procRoot, attr: s.attr, emit: s.writeRecord}
+	sy := synthesizer{proc: o.proc(), attr: s.attr, emit: s.writeRecord}
 	if err := s.synthesize(&sy); err != nil {
 		return s.fail(err)
 	}
@@ -184,7 +212,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if s.cmd != nil {
 		roots = []int{s.cmd.Process.Pid}
 	}
-	s.jit = WatchJIT(filepath.Dir(o.Output), roots, o.Note)
+	s.jit = WatchJIT(filepath.Dir(o.Output), roots, WatchOptions{Proc: o.proc(), MaxBytes: o.jitCopyMax(), Force: o.Force, Note: o.Note})
 
 	begin := time.Now()
 	stop := s.watch(ctx)
@@ -265,9 +293,9 @@ func (o *Options) prepare() (Event, attrConfig, []int, error) {
 }
 
 // threadsOf lists the threads of processes.
-func threadsOf(pids []int) ([]int, error) {
+func threadsOf(proc procfs.FS, pids []int) ([]int, error) {
 	var tids []int
-	sy := synthesizer{proc: procRoot}
+	sy := synthesizer{proc: proc}
 	for _, pid := range pids {
 		ts, err := sy.threads(pid)
 		if err != nil {
@@ -300,7 +328,7 @@ func (s *session) start() error {
 		if err != nil {
 			return err
 		}
-		if env, err = runtimeEnv(env, envContext{dumpDir: filepath.Dir(out), callGraph: o.CallGraph != NoCallGraph}, o.Note); err != nil {
+		if env, err = runtimes.Env(env, runtimes.Context{DumpDir: filepath.Dir(out), CallGraph: o.CallGraph != NoCallGraph}, o.Note); err != nil {
 			return err
 		}
 	}

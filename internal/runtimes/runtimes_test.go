@@ -1,4 +1,4 @@
-package record
+package runtimes
 
 import (
 	"slices"
@@ -14,6 +14,8 @@ func TestRuntimeEnv(t *testing.T) {
 		"PYTHON_PERF_JIT_SUPPORT=1",
 		"DOTNET_PerfMapEnabled=1",
 		"JITDUMPDIR=/out",
+		"MONO_ENV_OPTIONS=--jitmap",
+		"DENO_V8_FLAGS=--perf-prof,--interpreted-frames-native-stack",
 	}
 	for _, tc := range []struct {
 		name      string
@@ -29,6 +31,9 @@ func TestRuntimeEnv(t *testing.T) {
 			add: []string{"NODE_OPTIONS=--perf-prof --interpreted-frames-native-stack", "ERL_FLAGS=+JPperf map"}},
 		{name: "single values kept", env: []string{"PYTHON_PERF_JIT_SUPPORT=0", "JITDUMPDIR=/mine", "DOTNET_PerfMapEnabled=3"},
 			add: []string{"PYTHON_PERF_JIT_SUPPORT=0", "JITDUMPDIR=/mine", "DOTNET_PerfMapEnabled=3"}},
+		{name: "Mono's options extended", env: []string{"MONO_ENV_OPTIONS=--debug"}, add: []string{"MONO_ENV_OPTIONS=--debug --jitmap"}},
+		{name: "Deno's flags, by commas", env: []string{"DENO_V8_FLAGS=--max-old-space-size=100,--perf-prof"},
+			add: []string{"DENO_V8_FLAGS=--max-old-space-size=100,--perf-prof,--interpreted-frames-native-stack"}},
 		{name: "empty list", env: []string{"NODE_OPTIONS="}, add: []string{"NODE_OPTIONS=--perf-prof --interpreted-frames-native-stack"}},
 		{name: "last entry counts", env: []string{"ERL_FLAGS=a", "ERL_FLAGS=b"}, add: []string{"ERL_FLAGS=a", "ERL_FLAGS=b +JPperf true"}},
 		{name: "frame pointers for Java's call chains", callGraph: true, env: []string{"JAVA_TOOL_OPTIONS=-Xmx1g"},
@@ -42,7 +47,7 @@ func TestRuntimeEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.env)
 			var notes []string
-			got, err := runtimeEnv(tc.env, envContext{dumpDir: dir, callGraph: tc.callGraph}, func(n string) { notes = append(notes, n) })
+			got, err := Env(tc.env, Context{DumpDir: dir, CallGraph: tc.callGraph}, func(n string) { notes = append(notes, n) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +61,7 @@ func TestRuntimeEnv(t *testing.T) {
 			}
 			for _, w := range tc.words {
 				name, word, _ := strings.Cut(w, "=")
-				if i := lookupEnv(got, name); i < 0 || !slices.Contains(strings.Fields(strings.TrimPrefix(got[i], name+"=")), word) {
+				if i := LookupEnv(got, name); i < 0 || !slices.Contains(strings.Fields(strings.TrimPrefix(got[i], name+"=")), word) {
 					t.Errorf("%q: %s lacks %q", got, name, word)
 				}
 			}
@@ -70,11 +75,13 @@ func TestRuntimeEnv(t *testing.T) {
 			// Each variable is set once more than the caller had it, or
 			// as often: none is added twice. Only agents not built here
 			// are left out, each with a note.
-			for _, v := range runtimeVars {
-				had, has := countEntries(tc.env, v.name), countEntries(got, v.name)
-				noted := slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, v.name+" ") })
-				if has > max(had, 1) || has == 0 && !noted {
-					t.Errorf("%q: %s set %d times, the caller's environment %d times (notes %q)", got, v.name, has, had, notes)
+			for _, r := range All {
+				for _, v := range r.Env {
+					had, has := countEntries(tc.env, v.Name), countEntries(got, v.Name)
+					noted := slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, v.Name+" ") })
+					if has > max(had, 1) || has == 0 && !noted {
+						t.Errorf("%q: %s set %d times, the caller's environment %d times (notes %q)", got, v.Name, has, had, notes)
+					}
 				}
 			}
 		})
@@ -90,4 +97,26 @@ func countEntries(env []string, name string) int {
 		}
 	}
 	return n
+}
+
+func TestOf(t *testing.T) {
+	for _, tc := range []struct{ exe, comm, want string }{
+		{"/usr/bin/node", "node", "nodejs"},
+		{"/usr/lib/jvm/java-17/bin/java", "java", "java"},
+		{"/usr/lib/erlang/erts-13/bin/beam.smp", "beam.smp", "erlang"},
+		{"/usr/bin/php8.2", "php", "php"},
+		{"", "python3.13", "python"},
+		{"/usr/bin/mono-sgen", "mono", "mono"},
+		{"/root/.npm/deno", "deno", "deno"},
+		{"/usr/lib/llvm-14/bin/lli", "lli", "llvm"},
+		{"/usr/bin/bash", "bash", ""},
+	} {
+		got := ""
+		if r := Of(tc.exe, tc.comm); r != nil {
+			got = r.Name
+		}
+		if got != tc.want {
+			t.Errorf("Of(%q, %q) = %q, want %q", tc.exe, tc.comm, got, tc.want)
+		}
+	}
 }

@@ -1,0 +1,89 @@
+package record
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/perfprof"
+)
+
+// TestMono records Mono with no flag: record sets MONO_ENV_OPTIONS, Mono
+// writes a perf map (through a 4 KiB stdio buffer, so most of its lines
+// reach the file after the samples they name), and jitprof names the same
+// samples as perf report does on the same recording, with the same shares
+// of the four methods whose work is 40/30/20/10.
+func TestMono(t *testing.T) {
+	mono := fixtures.LookPath(t, "mono")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "shares.exe")
+	if out, err := exec.Command(fixtures.LookPath(t, "mcs"), "-optimize+", "-out:"+exe, fixtures.Workload(t, "shares.cs")).CombinedOutput(); err != nil {
+		t.Fatalf("mcs: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "perf.data")
+	res, _ := record(t, Options{Freq: 999, Output: data, RuntimeEnv: true, Command: []string{mono, exe, "3"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("mono exited with status %d", res.ExitCode)
+	}
+	maps, _ := filepath.Glob(filepath.Join(dir, "perf-*.map"))
+	if len(maps) != 1 {
+		t.Fatalf("perf maps beside the recording: %q, want Mono's", maps)
+	}
+	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile, perfprof.PerfName)
+
+	// perf reads the map from /tmp only, where Mono left it.
+	tmp := filepath.Join("/tmp", filepath.Base(maps[0]))
+	b, err := os.ReadFile(maps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(tmp)
+	want, total := fixtures.SymbolCounts(t, data, "-g", "none")
+
+	methods := map[string]float64{"Alpha": 0.4, "Beta": 0.3, "Gamma": 0.2, "Delta": 0.1}
+	shares := func(counts map[string]int) map[string]float64 {
+		s, sum := map[string]float64{}, 0
+		for name, n := range counts {
+			for m := range methods {
+				if strings.HasPrefix(name, "Shares:"+m+" ") {
+					s[m] += float64(n)
+					sum += n
+				}
+			}
+		}
+		for m := range s {
+			s[m] /= float64(sum)
+		}
+		return s
+	}
+	perfShares, ourShares := shares(want), shares(got)
+	for m := range methods {
+		t.Logf("%s: perf %.3f, jitprof %.3f", m, perfShares[m], ourShares[m])
+		if perfShares[m] == 0 || abs(perfShares[m]-ourShares[m]) > 0.01 {
+			t.Errorf("%s: perf %.3f, jitprof %.3f of the four methods' samples", m, perfShares[m], ourShares[m])
+		}
+	}
+	for name, n := range want {
+		// Samples perf leaves unnamed are in Mono's trampolines, which
+		// its map does not give: only what perf names is held to.
+		if strings.HasPrefix(name, "0x") {
+			continue
+		}
+		if strings.Contains(name, ":") && got[name] != n && abs(float64(got[name]-n)) > 0.005*float64(total) {
+			t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
