@@ -258,6 +258,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 				err = fmt.Errorf("--http serves one profile: use --time or --symbol rather than --stage")
 			case httpAddr == "" && sourceDir != "":
 				err = fmt.Errorf("--source-dir is for --http's source views")
+			case sourceDir != "":
+				err = webui.CheckSourceDir(sourceDir)
 			case httpAddr == "":
 				err = f.CheckOutput(output)
 			}

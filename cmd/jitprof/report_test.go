@@ -140,8 +140,14 @@ func TestReportFilters(t *testing.T) {
 }
 
 // TestReportWebUI serves the web UI from the command and finds a jitted
-// function in the flame graph page.
+// function in the flame graph page of the URL it printed, which holds the
+// token; without the token, or with --source-dir alone, it refuses.
 func TestReportWebUI(t *testing.T) {
+	for _, args := range [][]string{{"--source-dir", t.TempDir()}, {"--http", "127.0.0.1:0", "--source-dir", "/nonexistent"}} {
+		if code, _ := jitprof(t, append([]string{"report", "-q", "-i", "/nonexistent"}, args...)...); code != 2 {
+			t.Errorf("report %q: exit %d, want 2", args, code)
+		}
+	}
 	rec := fixtures.Record(t, fixtures.Node, "-g")
 	bin := buildJitprof(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -168,18 +174,26 @@ func TestReportWebUI(t *testing.T) {
 		t.Fatal("jitprof report --http never said where it serves")
 	}
 	go io.Copy(io.Discard, stderr)
-	resp, err := http.Get(url + "/ui/flamegraph")
-	if err != nil {
-		t.Fatal(err)
+	fetch := func(u string) (*http.Response, []byte) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, page
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, page := fetch(url) // /ui/ sends the browser on to the flame graph
 	found := false
 	for name := range fixtures.JITNames(t, rec.Dumps) {
 		found = found || bytes.Contains(page, []byte(name))
 	}
 	if resp.StatusCode != http.StatusOK || !found {
-		t.Errorf("flame graph page (%s): no jitted function in its %d bytes", resp.Status, len(page))
+		t.Errorf("flame graph page of %s (%s): no jitted function in its %d bytes", url, resp.Status, len(page))
+	}
+	bare, _, _ := strings.Cut(url, "?")
+	if resp, page := fetch(bare + "flamegraph"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the flame graph without the token: %s, want 403:\n%s", resp.Status, page)
 	}
 }
 

@@ -65,16 +65,9 @@ func newSources(sourceDir string, warn func(error)) (*sources, error) {
 	}
 	s := &sources{names: map[string]string{}, taken: map[string]bool{}, left: sourceBudget, warn: warn}
 	if sourceDir != "" {
-		root, err := filepath.Abs(sourceDir)
+		root, st, err := statSourceDir(sourceDir)
 		if err != nil {
 			return nil, err
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(root, &st); err != nil {
-			return nil, fmt.Errorf("--source-dir: %w", &fs.PathError{Op: "stat", Path: root, Err: err})
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return nil, fmt.Errorf("--source-dir %s: not a directory", root)
 		}
 		s.root = root
 		// Files are read as the directory's owner would read them, so
@@ -92,6 +85,28 @@ func newSources(sourceDir string, warn func(error)) (*sources, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// CheckSourceDir returns an error when dir cannot be Options.SourceDir.
+func CheckSourceDir(dir string) error {
+	_, _, err := statSourceDir(dir)
+	return err
+}
+
+// statSourceDir returns dir made absolute and its stat.
+func statSourceDir(dir string) (string, *unix.Stat_t, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(root, &st); err != nil {
+		return "", nil, fmt.Errorf("--source-dir: %w", &fs.PathError{Op: "stat", Path: root, Err: err})
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", nil, fmt.Errorf("--source-dir %s: not a directory", root)
+	}
+	return root, &st, nil
 }
 
 // close removes the private directory.
