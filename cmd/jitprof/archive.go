@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/jitprof/jitprof/internal/archive"
 	"github.com/spf13/cobra"
@@ -29,7 +32,12 @@ kernel's symbols and vDSO.`,
 				output = samples.opts.Input + ".tar.gz"
 			}
 			samples.setWarn(cmd)
-			names, err := archive.Write(output, samples.opts.Input, samples.opts.Options)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			names, err := archive.Write(ctx, output, samples.opts.Input, samples.opts.Options)
+			if ctx.Err() != nil {
+				return &exitError{code: 1, err: fmt.Errorf("interrupted: %s not written", output)}
+			}
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
