@@ -29,6 +29,7 @@ const (
 	KindVersion        = "version"
 	KindInvalidRecord  = "invalid-record" // fields do not fit the record
 	KindCorrupt        = "corrupt"        // reading cannot go on
+	KindSkipped        = "skipped"        // a corrupt record, skipped to the record after it
 	KindTruncated      = "truncated"
 	KindUnknownRecord  = "unknown-record"
 	KindDuplicateIndex = "duplicate-index"
@@ -98,6 +99,11 @@ func (c *checker) add(off int64, s Severity, kind, format string, args ...any) {
 
 func (c *checker) record(rec Record) {
 	h := rec.Header()
+	if inv, ok := rec.(*Invalid); ok && inv.Skipped {
+		c.add(h.Offset, Error, KindSkipped, "%s", inv.Err.Msg)
+		c.pending = nil // what it described, if anything, is lost
+		return
+	}
 	if h.Timestamp < c.lastTime {
 		c.add(h.Offset, Warning, KindTimeBackwards, "%s timestamp %d is earlier than the previous record's %d", h.Type, h.Timestamp, c.lastTime)
 	}

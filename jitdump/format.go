@@ -218,8 +218,13 @@ type Unknown struct {
 
 // Invalid is a record of a known id whose fields do not fit its total_size.
 // Its total_size was plausible, so reading goes on after it.
+//
+// Or, Skipped, it is the bytes a Reader skipped after a record header whose
+// total_size cannot be right, up to the record it found after them: Size is
+// then how many bytes were skipped, Err says what the header said.
 type Invalid struct {
 	RecordHeader
-	Body []byte
-	Err  *FormatError
+	Body    []byte
+	Err     *FormatError
+	Skipped bool
 }

@@ -21,6 +21,13 @@ import (
 // Every length in the input is checked against the record's total_size and
 // against the bytes present before anything is read or allocated, so no input
 // makes a Reader allocate more than the input's size or panic.
+//
+// A record whose total_size cannot be right (smaller than its header, or
+// past the end of the input) is the runtime's last write, unfinished, when
+// nothing that reads as records follows it. When records do follow, its
+// size is corrupt: a Reader made by NewBytesReader (or Open) skips to them
+// (see resync) and reading goes on; one made by NewReader cannot look ahead,
+// and stops there.
 type Reader struct {
 	// ReuseRecord lets Next return the record it returned before, overwritten,
 	// when the type is the same: no allocation per record, for a pass that
@@ -35,6 +42,7 @@ type Reader struct {
 	src  *bufio.Reader // the input, in stream mode
 	off  int64         // of the next record
 	err  error         // sticky: the condition that ended reading
+	last uint64        // the timestamp of the record read last, for resync
 
 	touched int  // bytes mode: the input before it has been loaded by touchAhead
 	sink    byte // keeps touchAhead's loads from being optimised away
@@ -139,9 +147,11 @@ func (r *Reader) parseHeader(b []byte) error {
 
 // Next returns the next record. At the end of a complete file it returns
 // io.EOF; when the file stops inside a record, an error matching
-// ErrTruncated; when a record's size cannot be right, a *FormatError. After
-// any of these it keeps returning the same error. A record whose fields do
-// not fit is returned as *Invalid and reading goes on.
+// ErrTruncated; when a record's size cannot be right and no record follows
+// it, a *FormatError. After any of these it keeps returning the same error.
+// A record whose fields do not fit, and the bytes skipped after a corrupt
+// total_size up to the record after it, are returned as *Invalid and
+// reading goes on.
 func (r *Reader) Next() (Record, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -149,10 +159,90 @@ func (r *Reader) Next() (Record, error) {
 	off := r.off
 	b, err := r.nextBytes()
 	if err != nil {
+		if skipped := r.resync(); skipped != nil {
+			return skipped, nil
+		}
 		r.err = r.named(err)
 		return nil, r.err
 	}
+	r.last = r.ord.u64(b[8:])
 	return r.decode(off, b, r.ReuseRecord), nil
+}
+
+// resyncSlack is how much earlier than the record before it a record found
+// by resync may be timed: runtimes that write from several threads take
+// the time before the lock that orders their writes, so their records are
+// not quite in time order.
+const resyncSlack = 10_000_000_000 // 10 s in ns; more in an arch clock's ticks
+
+// resync skips a corrupt record: the record at r.off, whose total_size
+// cannot be right (nextBytes failed on it), when it is followed by records.
+// It looks, from the end of that record's header on, for the first place
+// where a record of a known id starts whose size fits the bytes present,
+// timed no earlier than the record before minus resyncSlack, whose fields
+// fit, and after which comes the end of the input or another such record
+// (that one may run past the end: the runtime may still be writing it).
+// It returns the bytes up to there as an *Invalid, moving past them, or nil
+// when there is no such place: then the record is the last, unfinished or
+// corrupt, and nextBytes's error stands.
+func (r *Reader) resync() Record {
+	if r.src != nil || int64(len(r.data)) < r.off+RecordHeaderSize {
+		return nil
+	}
+	head := r.data[r.off:]
+	size := r.ord.u32(head[4:])
+	why := fmt.Sprintf("runs past the end of the file (%d bytes present)", len(head))
+	switch {
+	case size < RecordHeaderSize:
+		why = "is smaller than the record header"
+	case uint64(size) <= uint64(len(head)):
+		return nil // a whole record: nothing to skip
+	}
+	for p := RecordHeaderSize; p+RecordHeaderSize <= len(head); p++ {
+		end, whole := r.recordAt(head, p, r.last)
+		if !whole {
+			continue
+		}
+		if end < len(head) {
+			if next, whole := r.recordAt(head, end, r.ord.u64(head[p+8:])); !whole && next != len(head) {
+				continue
+			}
+		}
+		h := RecordHeader{Offset: r.off, Type: RecordType(r.ord.u32(head)), Size: uint32(p), Timestamp: r.ord.u64(head[8:])}
+		skipped := &Invalid{RecordHeader: h, Body: head[RecordHeaderSize:p:p], Skipped: true,
+			Err: &FormatError{File: r.name, Off: r.off, Msg: fmt.Sprintf("%s total_size %d %s, but a record follows at %#x: the %d bytes before it are skipped",
+				h.Type, size, why, r.off+int64(p), p)}}
+		r.off += int64(p)
+		return skipped
+	}
+	return nil
+}
+
+// recordAt tells whether a record can start at b[p:]: one of a known id,
+// at least its header long, timed no earlier than after minus resyncSlack;
+// whole tells it fits b and its fields fit it, end is where it ends.
+// Records that do not fit b are taken as they start, unchecked further.
+func (r *Reader) recordAt(b []byte, p int, after uint64) (end int, whole bool) {
+	h := b[p:]
+	if len(h) < RecordHeaderSize {
+		return 0, false
+	}
+	switch RecordType(r.ord.u32(h)) {
+	case TypeCodeLoad, TypeCodeMove, TypeDebugInfo, TypeCodeClose, TypeUnwindingInfo, TypeStageMark, TypeInlineInfo:
+	default:
+		return 0, false
+	}
+	size, ts := r.ord.u32(h[4:]), r.ord.u64(h[8:])
+	if size < RecordHeaderSize || ts < after && after-ts > resyncSlack {
+		return 0, false
+	}
+	if uint64(size) > uint64(len(h)) {
+		return len(b), false
+	}
+	if _, bad := r.decode(0, h[:size], true).(*Invalid); bad {
+		return 0, false
+	}
+	return p + int(size), true
 }
 
 // nextBytes returns the next whole record, header included, and advances.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,9 @@ func describe(rec jitdump.Record) string {
 		s += fmt.Sprintf(" body=%x", r.Body)
 	case *jitdump.Invalid:
 		s += fmt.Sprintf(" body=%x err=%v", r.Body, r.Err)
+		if r.Skipped {
+			s += " skipped"
+		}
 	}
 	return s
 }
@@ -89,7 +93,14 @@ func readEveryWay(t testing.TB, data []byte) ([]string, error) {
 	}
 	brecs, berr := readAll(t, br)
 	srecs, serr := readAll(t, sr)
-	if fmt.Sprint(berr) != fmt.Sprint(serr) || strings.Join(brecs, "\n") != strings.Join(srecs, "\n") {
+	// A stream cannot be searched ahead: where the bytes reader skips a
+	// corrupt record to the records after it, the stream reader stops.
+	if i := slices.IndexFunc(brecs, func(s string) bool { return strings.HasSuffix(s, " skipped") }); i >= 0 {
+		at := "offset " + strings.TrimPrefix(strings.Fields(brecs[i])[0], "@") + ":"
+		if serr == nil || !strings.Contains(serr.Error(), at) || strings.Join(brecs[:i], "\n") != strings.Join(srecs, "\n") {
+			t.Fatalf("the stream reader does not stop where the bytes reader skips:\nbytes:  %v %q\nstream: %v %q", berr, brecs, serr, srecs)
+		}
+	} else if fmt.Sprint(berr) != fmt.Sprint(serr) || strings.Join(brecs, "\n") != strings.Join(srecs, "\n") {
 		t.Fatalf("bytes and stream readers differ:\nbytes:  %v %q\nstream: %v %q", berr, brecs, serr, srecs)
 	}
 	for _, size := range []int{0, max(len(data)/8, 1)} {

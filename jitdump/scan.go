@@ -39,21 +39,58 @@ func (f *File) Scan(fn func(Record) error) error {
 			}
 		}
 	}
-	if r.err != nil {
-		if r.err == io.EOF {
+	for {
+		if r.err != nil {
+			if r.err == io.EOF {
+				return nil
+			}
+			return r.err
+		}
+		resume, err := f.scanParts(fn)
+		if !resume {
+			return err
+		}
+		// The record at r.off is cut short or its size cannot be right:
+		// Next reads it from the mapping, skipping to the record after it
+		// when one follows (resync), then the parts go on. Of a file cut
+		// since Open, only what is left is read: the mapping's pages past
+		// the end fault.
+		if st, err := f.file.Stat(); err != nil {
+			return err
+		} else if st.Size() < int64(len(r.data)) {
+			r.data = r.data[:max(st.Size(), r.off)]
+		}
+		rec, err := r.Next()
+		if err == io.EOF {
 			return nil
 		}
-		return r.err
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
 	}
+}
+
+// scanParts is Scan of the file's parts until it ends, or until a record
+// its parts cannot tell whole: resume is then true, Next's to read.
+func (f *File) scanParts(fn func(Record) error) (resume bool, err error) {
+	r := f.Reader
 	parts := readParts(f, r.off, int64(len(r.data)))
 	defer parts.stop()
+	// A size larger than the rest of the file is truncation or corruption:
+	// no part would complete the record.
+	pastEnd := func(head []byte) bool {
+		return len(head) >= RecordHeaderSize && int64(r.ord.u32(head[4:])) > int64(len(r.data))-r.off
+	}
 
 	var carry []byte // the start of a record the previous part cut
 	for k := int64(0); ; k++ {
 		p := parts.get(k)
 		if p.err != nil && p.err != io.EOF {
 			r.err = p.err
-			return p.err
+			return false, p.err
 		}
 		buf := p.b
 		for len(carry) > 0 {
@@ -64,9 +101,8 @@ func (f *File) Scan(fn func(Record) error) error {
 			n := min(max(need-int64(len(carry)), 0), int64(len(buf)))
 			carry, buf = append(carry, buf[:n]...), buf[n:]
 			b, err := r.split(carry, p.last && len(buf) == 0)
-			if err != nil {
-				r.err = r.named(err)
-				return r.err
+			if err != nil || b == nil && pastEnd(carry) {
+				return true, nil
 			}
 			if b == nil {
 				if len(buf) == 0 {
@@ -76,14 +112,13 @@ func (f *File) Scan(fn func(Record) error) error {
 			}
 			carry = carry[:0]
 			if err := r.scanned(b, fn); err != nil {
-				return err
+				return false, err
 			}
 		}
 		for len(buf) > 0 {
 			b, err := r.split(buf, p.last)
-			if err != nil {
-				r.err = r.named(err)
-				return r.err
+			if err != nil || b == nil && pastEnd(buf) {
+				return true, nil
 			}
 			if b == nil {
 				carry = append(carry, buf...)
@@ -91,13 +126,13 @@ func (f *File) Scan(fn func(Record) error) error {
 			}
 			buf = buf[len(b):]
 			if err := r.scanned(b, fn); err != nil {
-				return err
+				return false, err
 			}
 		}
 		parts.release(k)
 		if p.last {
 			r.err = io.EOF
-			return nil
+			return false, nil
 		}
 	}
 }
@@ -106,6 +141,7 @@ func (f *File) Scan(fn func(Record) error) error {
 func (r *Reader) scanned(b []byte, fn func(Record) error) error {
 	rec := r.decode(r.off, b, true)
 	r.off += int64(len(b))
+	r.last = rec.Header().Timestamp
 	return fn(rec)
 }
 

@@ -46,9 +46,10 @@ type Dump struct {
 	Header    jitdump.Header
 	Functions []*Code // in file order
 	Events    []Event // in file order
-	// Problems lists what was skipped: invalid records, moves of unknown code
-	// indexes, and the condition that ended reading early (truncation or
-	// corruption); the records before it are kept.
+	// Problems lists what was skipped: invalid records, corrupt ones skipped
+	// to the record after them (jitdump.Invalid.Skipped), moves of unknown
+	// code indexes, and the condition that ended reading early (truncation,
+	// or corruption no record follows); the records before it are kept.
 	Problems []error
 	// Marks are the program's stage marks (jitdump Writer.Stage and
 	// Accounting), in file order.
@@ -183,6 +184,11 @@ func (d *Dump) read() {
 			fn.Inlines = append(fn.Inlines, r)
 		case *jitdump.Invalid:
 			d.Problems = append(d.Problems, r.Err)
+			if r.Skipped || r.Type == jitdump.TypeCodeLoad {
+				// The load they were for is lost: they must not
+				// describe the next.
+				d.debug, d.unwind = nil, nil
+			}
 		}
 	}
 }
