@@ -94,6 +94,7 @@ a sample instead of a hundred bytes.`,
 	f.Int64Var(&maxMB, "pprof-max-mb", 512, "keep --pprof-dir's profiles within this many MiB, removing the oldest")
 	f.Var(durationFlag{&o.JITWait}, "jit-wait", "how long a window waits, at most, for the dumps its jitted samples need (runtimes such as V8 buffer them)")
 	f.Int64Var(&jitMB, "jit-copy-max-mb", 256, "keep the copies of perf maps (timed) and containers' dumps within this many MiB, removing exited processes' oldest first")
+	f.BoolVarP(&o.Force, "force", "f", false, "read perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.StringVar(&o.Status, "status", "", "rewrite `FILE` after each window with the agent's counters (JSON)")
 	f.StringVar(&o.KeepWindows, "keep-windows", "", "keep each window's perf.data in `DIR` (for jitprof report; debugging)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no log lines")

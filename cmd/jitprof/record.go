@@ -22,6 +22,7 @@ func newRecordCmd() *cobra.Command {
 		pids     []uint
 		noEnv    bool
 		quiet    bool
+		jitMB    int64
 		defaultF = 4000 // perf record's default
 	)
 	cmd := &cobra.Command{
@@ -87,6 +88,9 @@ fills, recording stops and the file keeps what reached the disk.`,
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
+			if o.JITCopyMaxBytes = jitMB << 20; jitMB <= 0 {
+				return errors.New("--jit-copy-max-mb: must be positive")
+			}
 			// -o DIR/ (or an existing directory): the recording and the
 			// files its command's runtimes wrote, in one place.
 			gatherDir := ""
@@ -115,7 +119,7 @@ fills, recording stops and the file keeps what reached the disk.`,
 			if gatherDir != "" && len(args) > 0 {
 				wd, err := os.Getwd()
 				if err == nil {
-					gathered, err = record.Gather(o.Output, gatherDir, wd, o.Note)
+					gathered, err = record.Gather(o.Output, gatherDir, wd, record.GatherOptions{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Note})
 				}
 				if err != nil {
 					return &exitError{code: 1, err: fmt.Errorf("gathering the runtimes' files into %s: %w", gatherDir, err)}
@@ -166,6 +170,8 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
 	f.IntVarP(&o.Pages, "mmap-pages", "m", 0, "each CPU's ring buffer, in `PAGES` (a power of two; default 128, with --call-graph dwarf 512); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
+	f.Int64Var(&jitMB, "jit-copy-max-mb", record.DefaultJITCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
+	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
 	return cmd
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 
+	"github.com/jitprof/jitprof/internal/foreign"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -21,12 +25,19 @@ import (
 // wait has lasted Options.JITWait.
 
 // dumpWatch follows how far dumps have been written, reading only what
-// was added since it last looked.
+// was added since it last looked. A dump is a file its process controls,
+// and the agent runs as root: it is opened as the process sees it and as
+// its owner (procfs), never blocking, and kept open; the watcher's copies,
+// in copies, are jitprof's own.
 type dumpWatch struct {
-	dumps map[string]*dumpProgress
+	dumps  map[string]*dumpProgress
+	proc   procfs.FS
+	copies string // the directory of the JITWatcher's copies
+	force  bool   // perf's -f: a dump its process's owner does not own is read too
 }
 
 type dumpProgress struct {
+	f      *os.File
 	header []byte // the file's header, to read records after it
 	off    int64  // the end of the last whole record read
 	size   int64  // of the file when last read
@@ -36,12 +47,16 @@ type dumpProgress struct {
 	warned bool   // that a window could not wait for it
 }
 
-func newDumpWatch() *dumpWatch { return &dumpWatch{dumps: make(map[string]*dumpProgress)} }
+func newDumpWatch(copies string, force bool) *dumpWatch {
+	return &dumpWatch{dumps: make(map[string]*dumpProgress), proc: procfs.Host, copies: copies, force: force}
+}
 
-// caughtUp tells whether the dump at path holds a record timed at or after
-// t (CLOCK_MONOTONIC ns). A dump that cannot be read, or whose times
-// cannot be compared, is not waited for.
-func (dw *dumpWatch) caughtUp(path string, t uint64, window int64) bool {
+// caughtUp tells whether the dump of process pid at path (the watcher's
+// copy, or the path the process sees) holds a record timed at or after t
+// (CLOCK_MONOTONIC ns), the end of a window the process was in. A dump
+// that cannot be read, or whose times cannot be compared, is not waited
+// for.
+func (dw *dumpWatch) caughtUp(pid uint32, path string, t uint64, window int64) bool {
 	p := dw.dumps[path]
 	if p == nil {
 		p = &dumpProgress{}
@@ -51,24 +66,40 @@ func (dw *dumpWatch) caughtUp(path string, t uint64, window int64) bool {
 	if p.last >= t || p.arch {
 		return true
 	}
-	if err := p.advance(path); err != nil {
+	if p.f == nil {
+		f, err := dw.open(pid, path, t)
+		if err != nil {
+			return true
+		}
+		p.f = f
+	}
+	if err := p.advance(); err != nil {
 		return true
 	}
 	return p.last >= t || p.arch
 }
 
-// advance reads the records written since the last call.
-func (p *dumpProgress) advance(path string) error {
-	if fi, err := os.Stat(path); err == nil && p.header != nil && fi.Size() == p.size {
-		return nil // nothing written since: windows poll a lagging dump often
+// open opens the dump at path of process pid, which ran at seen.
+func (dw *dumpWatch) open(pid uint32, path string, seen uint64) (*os.File, error) {
+	if filepath.Dir(path) == dw.copies {
+		return foreign.Open(path, foreign.Rules{NoSymlinks: true})
 	}
-	f, err := os.Open(path)
+	pr, err := dw.proc.Process(pid, seen)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
+	return pr.Open(path, dw.force)
+}
+
+// advance reads the records written since the last call.
+func (p *dumpProgress) advance() error {
+	f := p.f
+	size, err := foreign.Size(f, math.MaxInt64) // a sparse file is not read
+	if err != nil || p.header != nil && size == p.size {
+		return err // nothing written since: windows poll a lagging dump often
+	}
 	if p.header == nil {
-		r, err := jitdump.NewReader(f)
+		r, err := jitdump.NewReader(io.NewSectionReader(f, 0, size))
 		if err != nil {
 			return err
 		}
@@ -80,15 +111,11 @@ func (p *dumpProgress) advance(path string) error {
 		}
 		p.off = int64(h.Size)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	p.size = fi.Size()
+	p.size = size
 	// The records after off, behind the header a Reader needs: a record
 	// at stream offset o is at base+o-len(header) in the file.
 	base, hl := p.off, int64(len(p.header))
-	r, err := jitdump.NewReader(io.MultiReader(bytes.NewReader(p.header), io.NewSectionReader(f, base, fi.Size()-base)))
+	r, err := jitdump.NewReader(io.MultiReader(bytes.NewReader(p.header), io.NewSectionReader(f, base, max(0, size-base))))
 	if err != nil {
 		return err
 	}
@@ -111,6 +138,9 @@ func (p *dumpProgress) advance(path string) error {
 func (dw *dumpWatch) forget(before int64) {
 	for path, p := range dw.dumps {
 		if p.seen < before {
+			if p.f != nil {
+				p.f.Close()
+			}
 			delete(dw.dumps, path)
 		}
 	}

@@ -31,8 +31,9 @@ func TestDumpWatch(t *testing.T) {
 		ends = append(ends, buf.Len())
 	}
 	whole := buf.Bytes()
-	path := filepath.Join(t.TempDir(), "jit-10.dump")
-	dw := newDumpWatch()
+	copies := t.TempDir()
+	path := filepath.Join(copies, "jit-10.dump")
+	dw := newDumpWatch(copies, false)
 	for _, tc := range []struct {
 		name   string
 		length int // of the file so far
@@ -54,7 +55,7 @@ func TestDumpWatch(t *testing.T) {
 			if err := os.WriteFile(path, whole[:tc.length], 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if got := dw.caughtUp(path, tc.at, 1); got != tc.want {
+			if got := dw.caughtUp(10, path, tc.at, 1); got != tc.want {
 				t.Errorf("caught up with %d at %d bytes: %v, want %v", tc.at, tc.length, got, tc.want)
 			}
 		})
@@ -67,7 +68,7 @@ func TestDumpWatch(t *testing.T) {
 	if len(dw.dumps) != 0 {
 		t.Errorf("a dump no window needs is kept")
 	}
-	if !dw.caughtUp(filepath.Join(t.TempDir(), "gone.dump"), 1, 3) {
+	if !dw.caughtUp(10, filepath.Join(copies, "gone.dump"), 1, 3) {
 		t.Errorf("a dump that cannot be read is waited for")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,10 +13,23 @@ import (
 	"strings"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
 )
+
+// GatherOptions say how Gather treats the files it moves.
+type GatherOptions struct {
+	// MaxBytes bounds the bytes Gather copies, for files it cannot
+	// rename (on another file system); 0 picks DefaultJITCopyMaxBytes,
+	// -1 none. A file past it stays where it is.
+	MaxBytes int64
+	// Force moves files that neither this user nor root owns, as perf's
+	// -f.
+	Force bool
+	Note  func(string)
+}
 
 // Gather moves into dir the files the recorded processes wrote because they
 // were recorded: the dumps the recording's markers point to (in the working
@@ -27,7 +42,15 @@ import (
 // dir already has is left where it is, with a note; a perf map the
 // recording's JITWatcher copied whole into dir is removed. It returns the
 // paths the files have now.
-func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
+//
+// The names are in directories others may write (/tmp): a file is taken
+// only if it is a regular file at that very name, no symlink, owned by this
+// user or root (the command's, which runs as this user), and what is moved
+// is the file that was checked. Files moved are made mode 0600.
+func Gather(data, dir, workDir string, o GatherOptions) ([]string, error) {
+	if o.Note == nil {
+		o.Note = func(string) {}
+	}
 	f, err := perfdata.Open(data)
 	if err != nil {
 		return nil, err
@@ -62,6 +85,13 @@ func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 		}
 	}
 
+	g := gatherer{o: o, room: o.MaxBytes}
+	switch {
+	case g.room == 0:
+		g.room = DefaultJITCopyMaxBytes
+	case g.room < 0:
+		g.room = math.MaxInt64
+	}
 	var moved []string
 	taken := make(map[string]bool)
 	for _, from := range files {
@@ -72,36 +102,123 @@ func Gather(data, dir, workDir string, note func(string)) ([]string, error) {
 			}
 			continue // not there (a map that was never written), or already in place
 		}
-		if copied(from, to) {
-			// The recording's watcher copied it whole, with its times:
-			// the move is done but for the removal.
-			if err := os.Remove(from); err != nil {
-				return moved, err
-			}
-			taken[to] = true
-			moved = append(moved, to, to+jitsources.TimesSuffix)
+		src, err := g.open(from)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if _, err := os.Lstat(to); err == nil || taken[to] {
-			note(fmt.Sprintf("%s stays where it is: %s has a file of that name", from, dir))
+		if err != nil {
+			o.Note(fmt.Sprintf("left where it is: %v", err))
 			continue
 		}
-		if err := move(from, to); err != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+			src.Close()
 			return moved, err
 		}
-		taken[to] = true
-		moved = append(moved, to)
+		switch {
+		case copied(&st, from, to):
+			// The recording's watcher copied it whole, with its times:
+			// the move is done but for the removal.
+			removeIfSame(from, &st)
+			taken[to] = true
+			moved = append(moved, to, to+jitsources.TimesSuffix)
+		case taken[to] || nameTaken(to):
+			o.Note(fmt.Sprintf("%s stays where it is: %s has a file of that name", from, dir))
+		default:
+			err = g.move(src, &st, from, to)
+			if err == nil {
+				taken[to] = true
+				moved = append(moved, to)
+			}
+		}
+		src.Close()
+		if errors.Is(err, foreign.ErrTooBig) || errors.Is(err, errChanged) {
+			o.Note(fmt.Sprintf("left where it is: %v", err))
+		} else if err != nil {
+			return moved, err
+		}
 	}
 	return moved, nil
 }
 
-// copied tells whether to is the copy of the perf map from that
-// JITWatcher made: as long, with a times file.
-func copied(from, to string) bool {
-	fi, err1 := os.Stat(from)
-	ti, err2 := os.Stat(to)
-	_, err3 := os.Stat(to + jitsources.TimesSuffix)
-	return err1 == nil && err2 == nil && err3 == nil && fi.Size() == ti.Size() && strings.HasSuffix(from, ".map")
+// gatherer moves files for Gather.
+type gatherer struct {
+	o    GatherOptions
+	room int64 // bytes copies may still take
+}
+
+// open opens from, which must be a regular file at that name, no symlink,
+// owned by this user or root unless forced.
+func (g *gatherer) open(from string) (*os.File, error) {
+	return foreign.Open(filepath.Base(from), foreign.Rules{Root: filepath.Dir(from), NoSymlinks: true,
+		Owners: []uint32{uint32(os.Geteuid()), 0}, Force: g.o.Force})
+}
+
+// errChanged is a name that no longer held the file checked when it was
+// to be moved.
+var errChanged = errors.New("replaced while it was moved")
+
+// move moves src, opened at from and of status st, to to: renamed when on
+// one file system, checked to be the file opened once in dir (where no one
+// else can change it); otherwise copied from src, within the room left, and
+// from removed if it still holds src.
+func (g *gatherer) move(src *os.File, st *unix.Stat_t, from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if err == nil {
+		if isFile(to, st) {
+			return src.Chmod(0o600)
+		}
+		// Swapped since the open: back with it, whatever it is.
+		if unix.Renameat2(unix.AT_FDCWD, to, unix.AT_FDCWD, from, unix.RENAME_NOREPLACE) != nil {
+			os.Remove(to)
+		}
+		return fmt.Errorf("%s: %w", from, errChanged)
+	}
+	if !errors.Is(err, unix.EXDEV) {
+		return &fs.PathError{Op: "rename", Path: from, Err: err}
+	}
+	size, err := foreign.Size(src, g.room)
+	if err != nil {
+		return fmt.Errorf("%w (the bound on copies, --jit-copy-max-mb, has %d bytes left)", err, g.room)
+	}
+	if err := atomicfile.Write(to, func(w io.Writer) error {
+		_, err := foreign.Copy(w, src, 0, size)
+		return err
+	}); err != nil {
+		return err
+	}
+	g.room -= size
+	removeIfSame(from, st)
+	return nil
+}
+
+// copied tells whether to is the copy of the perf map from, of status st,
+// that JITWatcher made: as long, with a times file.
+func copied(st *unix.Stat_t, from, to string) bool {
+	ti, err1 := os.Stat(to)
+	_, err2 := os.Stat(to + jitsources.TimesSuffix)
+	return err1 == nil && err2 == nil && st.Size == ti.Size() && strings.HasSuffix(from, ".map")
+}
+
+// isFile tells whether path names the file of status st, itself, not a
+// link to it.
+func isFile(path string, st *unix.Stat_t) bool {
+	var at unix.Stat_t
+	return unix.Lstat(path, &at) == nil && at.Dev == st.Dev && at.Ino == st.Ino
+}
+
+// removeIfSame removes path if it still names the file of status st: a
+// name swapped meanwhile is not jitprof's to remove.
+func removeIfSame(path string, st *unix.Stat_t) {
+	if isFile(path, st) {
+		os.Remove(path)
+	}
+}
+
+// nameTaken tells whether path names anything, a dangling link included.
+func nameTaken(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // v8Log is the name of a V8 log: isolate-<address>-<pid>-v8.log.
@@ -116,25 +233,4 @@ func sameFile(from, to string) (bool, error) {
 	}
 	ti, err := os.Stat(to)
 	return err == nil && os.SameFile(fi, ti), nil
-}
-
-// move renames from to to, or copies it whole and removes it when they are
-// on different file systems (/tmp is often one of its own).
-func move(from, to string) error {
-	err := os.Rename(from, to)
-	if !errors.Is(err, unix.EXDEV) {
-		return err
-	}
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if err := atomicfile.Write(to, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	}); err != nil {
-		return err
-	}
-	return os.Remove(from)
 }

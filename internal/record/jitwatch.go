@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +24,9 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/procfs"
 )
 
 // This file keeps, while a recording runs, what the recorded processes'
@@ -38,9 +42,17 @@ import (
 //   - the dumps of processes in another mount namespace, copied to
 //     jit-<recorded pid>.dump: a container's /tmp goes with the container.
 //
-// The runtime's files are only read. Files are read from the offset read so
-// far every WatchInterval, in a goroutine of their own, so the recorder never
-// waits for them; memory is a buffer and a few numbers per process.
+// The runtime's files are only read, and they are hostile input: the
+// watcher runs as root, and any process, a container's included, can put
+// anything at /tmp/perf-PID.map. Each is opened through procfs (inside the
+// process's root, as its owner, perf's owner rule, a symlink at a perf
+// map's fixed name refused, never blocking on a FIFO), a sparse file is
+// refused, and the copies' disk use is bounded as they are made
+// (WatchOptions.MaxBytes): a copy cut at the bound is said, with its name.
+// The copies are mode 0600, created where no file was: they hold other
+// processes' data. Files are read from the offset read so far every
+// WatchInterval, in a goroutine of their own, so the recorder never waits
+// for them; memory is a buffer and a few numbers per process.
 //
 // For record the copies are put in place when their process exits or the
 // recording stops (whole or not at all). The agent reads them while they
@@ -64,16 +76,47 @@ const LiveWatchInterval = 200 * time.Millisecond
 // in another mount namespace maps: it opens them once, early.
 const markerRecheck = time.Second
 
+// WatchOptions say how a JITWatcher reads the processes' files and how
+// much it may copy.
+type WatchOptions struct {
+	// Proc is the /proc read; "" is the host's.
+	Proc procfs.FS
+	// MaxBytes bounds the disk the copies use, counted as they are made;
+	// 0: unbounded. A live watcher removes exited processes' copies to
+	// stay within it, oldest first; any watcher cuts a copy that would
+	// pass it, and says so.
+	MaxBytes int64
+	// Force copies perf maps and dumps that their process's owner or root
+	// does not own, as perf's -f.
+	Force bool
+	// Note receives what the user should know.
+	Note func(string)
+}
+
+// DefaultJITCopyMaxBytes is record's bound on its copies of perf maps and
+// dumps: 1 GiB, over all of them. A bound on the total, not on each file,
+// is what keeps a host-wide recording's disk from filling with many
+// processes' files; the largest real files are a long-running JVM's or
+// node's dump, some hundreds of MB, so a recording that meets the bound is
+// one that something tried to fill.
+const DefaultJITCopyMaxBytes = 1 << 30
+
 // JITWatcher copies the recorded processes' perf maps and, for those in
 // another mount namespace, their dumps, as they grow.
 type JITWatcher struct {
 	dir   string
 	roots map[uint32]bool // nil: every process
 	note  func(string)
+	procs procfs.FS
+	force bool
 	// live: copies written in place, read while they grow (the agent's).
 	live bool
-	// maxBytes bounds the live copies' disk use; 0: unbounded.
+	// maxBytes bounds the copies' disk use; 0: unbounded.
 	maxBytes int64
+	// used is the disk the copies use now; cut counts the copies the
+	// bound cut short.
+	used     int64
+	cut      int
 	interval time.Duration
 	looked   atomic.Uint64 // CLOCK_MONOTONIC of the last look's start
 
@@ -87,7 +130,7 @@ type JITWatcher struct {
 	done     chan struct{}
 
 	// Owned by the watching goroutine until done is closed.
-	procs   map[uint32]*watchedProc
+	watched map[uint32]*watchedProc
 	tmps    map[string]*tmpDir // by mount namespace
 	inotify int                // the /tmp directories' watches; -1 without
 	byWd    map[int][]*tmpDir  // one directory may be several namespaces' /tmp
@@ -115,11 +158,13 @@ type exitedProc struct {
 type watchedProc struct {
 	pid, nspid uint32
 	ppid       uint32
+	seen       uint64 // CLOCK_MONOTONIC of the look that found it
 	picked     bool   // recorded: one of the roots or a descendant
 	mnt        string // its mount namespace
 	foreign    bool   // another mount namespace than the watcher's
 	perfMap    *tail
 	dumps      map[string]*tail // by the path the process sees
+	refused    map[string]bool  // dumps not opened: not tried again
 	looks      int              // looks since its markers were last searched
 	uncopied   bool             // its perf map could not be copied
 }
@@ -146,13 +191,14 @@ type tail struct {
 	dump     bool // copied a whole record at a time
 	next     int64
 	written  int64 // bytes of the copy and its times file
+	// done: no more is copied (refused, or cut at the bound).
+	done bool
 }
 
 // WatchJIT starts watching the processes roots and their descendants (every
-// process when roots is empty), copying into dir; note receives what the
-// user should know. Stop ends it.
-func WatchJIT(dir string, roots []int, note func(string)) *JITWatcher {
-	w := newJITWatcher(dir, roots, note)
+// process when roots is empty), copying into dir. Stop ends it.
+func WatchJIT(dir string, roots []int, o WatchOptions) *JITWatcher {
+	w := newJITWatcher(dir, roots, o)
 	w.look()
 	go w.run()
 	return w
@@ -161,10 +207,10 @@ func WatchJIT(dir string, roots []int, note func(string)) *JITWatcher {
 // WatchJITLive starts a watcher whose copies are read while they grow, the
 // agent's: they are in dir from the start, and stay after their process
 // exits until Drop names it, or until they are the oldest exited ones when
-// the copies pass maxBytes (0: no bound). Stop ends it.
-func WatchJITLive(dir string, roots []int, maxBytes int64, note func(string)) *JITWatcher {
-	w := newJITWatcher(dir, roots, note)
-	w.live, w.maxBytes, w.interval = true, maxBytes, LiveWatchInterval
+// the copies pass o.MaxBytes. Stop ends it.
+func WatchJITLive(dir string, roots []int, o WatchOptions) *JITWatcher {
+	w := newJITWatcher(dir, roots, o)
+	w.live, w.interval = true, LiveWatchInterval
 	w.look()
 	go w.run()
 	return w
@@ -184,9 +230,16 @@ func (w *JITWatcher) Drop(pids []uint32) {
 func (w *JITWatcher) Usage() (bytes, evicted int64) { return w.bytes.Load(), w.evicted.Load() }
 
 // newJITWatcher makes a watcher that has not looked yet.
-func newJITWatcher(dir string, roots []int, note func(string)) *JITWatcher {
-	w := &JITWatcher{dir: dir, note: note, interval: WatchInterval, stop: make(chan struct{}), done: make(chan struct{}),
-		procs: make(map[uint32]*watchedProc), tmps: make(map[string]*tmpDir), byWd: make(map[int][]*tmpDir),
+func newJITWatcher(dir string, roots []int, o WatchOptions) *JITWatcher {
+	if o.Proc == "" {
+		o.Proc = procfs.Host
+	}
+	if o.Note == nil {
+		o.Note = func(string) {}
+	}
+	w := &JITWatcher{dir: dir, note: o.Note, procs: o.Proc, force: o.Force, maxBytes: o.MaxBytes, interval: WatchInterval,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		watched: make(map[uint32]*watchedProc), tmps: make(map[string]*tmpDir), byWd: make(map[int][]*tmpDir),
 		buf: make([]byte, 64<<10)}
 	var err error
 	if w.inotify, err = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err != nil {
@@ -198,7 +251,7 @@ func newJITWatcher(dir string, roots []int, note func(string)) *JITWatcher {
 			w.roots[uint32(r)] = true
 		}
 	}
-	w.ownMnt, _ = os.Readlink("/proc/self/ns/mnt")
+	w.ownMnt, _ = os.Readlink(string(procfs.Host) + "/self/ns/mnt")
 	return w
 }
 
@@ -210,9 +263,12 @@ func (w *JITWatcher) run() {
 		select {
 		case <-w.stop:
 			w.look()
-			for pid, p := range w.procs {
+			for pid, p := range w.watched {
 				w.finish(p)
-				delete(w.procs, pid)
+				delete(w.watched, pid)
+			}
+			if w.cut > 0 {
+				w.note(fmt.Sprintf("%d copies of perf maps and dumps in %s were cut short or left out: the copies reached their bound of %d bytes (--jit-copy-max-mb)", w.cut, w.dir, w.maxBytes))
 			}
 			w.close()
 			return
@@ -255,17 +311,17 @@ func (w *JITWatcher) look() {
 	}
 	// Exited processes: their files are read to the end (they are still
 	// open) and put in place.
-	for pid, p := range w.procs {
+	for pid, p := range w.watched {
 		if !live[pid] {
 			w.finish(p)
-			delete(w.procs, pid)
+			delete(w.watched, pid)
 		}
 	}
 	var fresh []*watchedProc
 	for _, pid := range pids {
-		if _, ok := w.procs[pid]; !ok {
-			p := w.learn(pid)
-			w.procs[p.pid] = p
+		if _, ok := w.watched[pid]; !ok {
+			p := w.learn(pid, mono)
+			w.watched[p.pid] = p
 			fresh = append(fresh, p)
 		}
 	}
@@ -279,7 +335,7 @@ func (w *JITWatcher) look() {
 	for _, t := range w.tmps {
 		t.live = false
 	}
-	for _, p := range w.procs {
+	for _, p := range w.watched {
 		if !p.picked {
 			continue
 		}
@@ -300,7 +356,7 @@ func (w *JITWatcher) look() {
 			delete(w.tmps, mnt)
 		}
 	}
-	for _, p := range w.procs {
+	for _, p := range w.watched {
 		if p.perfMap != nil {
 			w.copy(p.perfMap, mono, real, false)
 		}
@@ -327,7 +383,7 @@ func (w *JITWatcher) removeDropped() {
 	w.dropMu.Lock()
 	defer w.dropMu.Unlock()
 	w.dropped = slices.DeleteFunc(w.dropped, func(pid uint32) bool {
-		if w.procs[pid] != nil {
+		if w.watched[pid] != nil {
 			return false
 		}
 		w.removeExited(func(e exitedProc) bool { return e.pid == pid })
@@ -344,58 +400,54 @@ func (w *JITWatcher) removeExited(del func(exitedProc) bool) {
 		for _, f := range e.files {
 			os.Remove(f)
 		}
+		w.used -= e.bytes
 		return true
 	})
 }
 
-// bound keeps the copies within maxBytes: the oldest exited processes'
-// copies are removed first; past that, live copies stop growing until
-// there is room (what they miss is copied then, timed then).
+// bound publishes the copies' disk use, and says when live copies stop
+// growing for want of room.
 func (w *JITWatcher) bound() {
-	total := int64(0)
-	for _, e := range w.exited {
-		total += e.bytes
-	}
-	for _, p := range w.procs {
-		if p.perfMap != nil {
-			total += p.perfMap.written
-		}
-		for _, d := range p.dumps {
-			total += d.written
-		}
-	}
-	n := 0
-	for w.maxBytes > 0 && total > w.maxBytes && n < len(w.exited) {
-		total -= w.exited[n].bytes
-		for _, f := range w.exited[n].files {
-			os.Remove(f)
-		}
-		n++
-	}
-	w.exited = w.exited[n:]
-	w.evicted.Add(int64(n))
-	w.bytes.Store(total)
-	full := w.maxBytes > 0 && total > w.maxBytes
+	w.bytes.Store(w.used)
+	full := w.maxBytes > 0 && w.used >= w.maxBytes
 	if full && !w.full {
 		w.note(fmt.Sprintf("the copies of perf maps and dumps in %s reached %d bytes: they stop growing until processes exit", w.dir, w.maxBytes))
 	}
 	w.full = full
 }
 
-// learn reads what the watcher needs first of a process it has not seen:
-// its parent, and its pid in its own namespace.
-func (w *JITWatcher) learn(pid uint32) *watchedProc {
-	p := &watchedProc{pid: pid, nspid: pid}
+// room returns how many of want bytes the copies may still take; a live
+// watcher first removes the oldest exited processes' copies to make room.
+func (w *JITWatcher) room(want int64) int64 {
+	if w.maxBytes <= 0 {
+		return want
+	}
+	n := 0
+	for ; w.live && w.used+want > w.maxBytes && n < len(w.exited); n++ {
+		w.used -= w.exited[n].bytes
+		for _, f := range w.exited[n].files {
+			os.Remove(f)
+		}
+	}
+	w.exited = w.exited[n:]
+	w.evicted.Add(int64(n))
+	return max(0, min(want, w.maxBytes-w.used))
+}
+
+// learn reads what the watcher needs first of a process it has not seen
+// at look mono: its parent, and its pid in its own namespace.
+func (w *JITWatcher) learn(pid uint32, mono uint64) *watchedProc {
+	p := &watchedProc{pid: pid, nspid: pid, seen: mono}
 	// A pid used again: the exited process's copies would name the new
 	// one's code.
 	w.removeExited(func(e exitedProc) bool { return e.pid == pid })
-	status, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(pid)), "status"))
+	status, err := os.ReadFile(w.procs.Path(pid, "status"))
 	if err != nil {
 		return p // gone already
 	}
 	p.ppid = uint32(statusField(status, "PPid:"))
-	if n, err := jitsources.ParseNSpid(status); err == nil {
-		p.nspid = n
+	if st, err := procfs.ParseStatus(status); err == nil {
+		p.nspid = st.NSpid
 	}
 	return p
 }
@@ -406,14 +458,14 @@ func (w *JITWatcher) isPicked(p *watchedProc, depth int) bool {
 	if w.roots == nil || w.roots[p.pid] || p.picked {
 		return true
 	}
-	parent := w.procs[p.ppid]
+	parent := w.watched[p.ppid]
 	return parent != nil && parent != p && depth < 64 && w.isPicked(parent, depth+1)
 }
 
 // pick marks p recorded, reading its mount namespace.
 func (w *JITWatcher) pick(p *watchedProc) {
 	p.picked = true
-	p.mnt, _ = os.Readlink(filepath.Join(procRoot, strconv.Itoa(int(p.pid)), "ns", "mnt"))
+	p.mnt, _ = os.Readlink(w.procs.Path(p.pid, "ns", "mnt"))
 	p.foreign = p.mnt != w.ownMnt
 }
 
@@ -430,6 +482,32 @@ func statusField(status []byte, key string) uint64 {
 	return 0
 }
 
+// open opens path as process p sees it, as its owner, under perf's owner
+// rule; fixedName refuses a symlink on the way.
+func (w *JITWatcher) open(p *watchedProc, path string, fixedName bool) (*os.File, error) {
+	pr, err := w.procs.Process(p.pid, p.seen)
+	if err != nil {
+		return nil, err
+	}
+	rules := pr.Rules(w.force)
+	rules.NoSymlinks = fixedName
+	return foreign.Open(path, rules)
+}
+
+// refuse says why a file of p's is not copied: its path and the reason,
+// never what it holds.
+func (w *JITWatcher) refuse(p *watchedProc, err error) {
+	w.note(fmt.Sprintf("process %d: not copied: %v", p.pid, err))
+}
+
+// skipDump says that p's dump at name is not copied, nor tried again.
+func (p *watchedProc) skipDump(name string) {
+	if p.refused == nil {
+		p.refused = make(map[string]bool)
+	}
+	p.refused[name] = true
+}
+
 // findPerfMap starts copying p's perf map when its /tmp has one.
 func (w *JITWatcher) findPerfMap(p *watchedProc) {
 	name := fmt.Sprintf("perf-%d.map", p.nspid)
@@ -437,7 +515,9 @@ func (w *JITWatcher) findPerfMap(p *watchedProc) {
 	if t != nil && t.names != nil && t.wd >= 0 && !t.names[name] {
 		return // what most looks find
 	}
-	root := filepath.Join(procRoot, strconv.Itoa(int(p.pid)), "root")
+	// Only the names of /tmp are read through the magic link: the file
+	// itself is opened inside the process's root.
+	root := w.procs.Path(p.pid, "root")
 	if t == nil {
 		t = &tmpDir{wd: -1}
 		w.tmps[p.mnt] = t
@@ -464,16 +544,25 @@ func (w *JITWatcher) findPerfMap(p *watchedProc) {
 	if !t.names[name] {
 		return
 	}
-	src, err := os.Open(filepath.Join(root, "tmp", name))
-	if err != nil {
+	// The runtime creates its map at this fixed name: a symlink there
+	// was planted.
+	src, err := w.open(p, "/tmp/"+name, true)
+	if errors.Is(err, fs.ErrNotExist) {
 		delete(t.names, name) // gone meanwhile
+		return
+	}
+	if err != nil {
+		w.refuse(p, err)
+		p.uncopied = true // not tried again at every look
 		return
 	}
 	dst := filepath.Join(w.dir, fmt.Sprintf("perf-%d.map", p.pid))
 	tl, err := w.newTail(src, dst, true)
 	if err != nil {
 		src.Close()
-		w.fail(err)
+		if !errors.Is(err, errFull) {
+			w.fail(err)
+		}
 		p.uncopied = true // not tried again at every look
 		return
 	}
@@ -547,7 +636,7 @@ func (w *JITWatcher) unwatch(t *tmpDir) {
 func (w *JITWatcher) listPids() ([]uint32, error) {
 	if w.proc == nil {
 		var err error
-		if w.proc, err = os.Open(procRoot); err != nil {
+		if w.proc, err = os.Open(string(w.procs)); err != nil {
 			return nil, err
 		}
 	}
@@ -559,7 +648,7 @@ func (w *JITWatcher) listPids() ([]uint32, error) {
 	for {
 		n, err := unix.Getdents(fd, w.buf)
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", procRoot, err)
+			return nil, fmt.Errorf("listing %s: %w", w.procs, err)
 		}
 		if n <= 0 {
 			return w.pids, nil
@@ -593,8 +682,7 @@ func (w *JITWatcher) listPids() ([]uint32, error) {
 
 // findDumps starts copying the dumps p maps that it is not copying yet.
 func (w *JITWatcher) findDumps(p *watchedProc) {
-	dir := filepath.Join(procRoot, strconv.Itoa(int(p.pid)))
-	maps, err := os.ReadFile(filepath.Join(dir, "maps"))
+	maps, err := os.ReadFile(w.procs.Path(p.pid, "maps"))
 	if err != nil {
 		return
 	}
@@ -603,21 +691,29 @@ func (w *JITWatcher) findDumps(p *watchedProc) {
 		return
 	}
 	for _, m := range ms {
-		if m.prot&unix.PROT_EXEC == 0 || !jitsources.IsMarker(m.name) || p.dumps[m.name] != nil {
+		if m.prot&unix.PROT_EXEC == 0 || !jitsources.IsMarker(m.name) || p.dumps[m.name] != nil || p.refused[m.name] {
 			continue
 		}
 		if len(p.dumps) > 0 {
 			w.note(fmt.Sprintf("process %d maps a second dump, %s: only its first is copied", p.pid, m.name))
 			continue
 		}
-		src, err := os.Open(filepath.Join(dir, "root", m.name))
+		src, err := w.open(p, m.name, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
+			w.refuse(p, err)
+			p.skipDump(m.name)
 			continue
 		}
 		tl, err := w.newTail(src, filepath.Join(w.dir, fmt.Sprintf("jit-%d.dump", p.pid)), false)
 		if err != nil {
 			src.Close()
-			w.fail(err)
+			if !errors.Is(err, errFull) {
+				w.fail(err)
+			}
+			p.skipDump(m.name)
 			continue
 		}
 		tl.dump = true
@@ -630,16 +726,21 @@ func (w *JITWatcher) findDumps(p *watchedProc) {
 
 // newTail starts copying src to dst; a perf map gets a times file.
 func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, error) {
+	if !w.live && w.room(1) == 0 {
+		// An empty copy would hide the file it stands for from the
+		// report.
+		w.cut++
+		return nil, errFull
+	}
 	t := &tail{src: src, dst: dst}
 	si, err := src.Stat()
 	if err != nil {
 		return nil, err
 	}
-	create := atomicfile.CreateTemp
+	// Private, and never through what is at dst: made under a new name.
+	create := atomicfile.Private.CreateTemp
 	if w.live {
-		create = func(path string) (*os.File, error) {
-			return os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-		}
+		create = atomicfile.Private.Create
 	}
 	// Where the recording is where the runtime writes (-o /tmp/...), the
 	// runtime's own file stays as it is.
@@ -664,31 +765,54 @@ func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, err
 // copy copies what t's file grew by and, for a perf map, notes when. What a
 // file holds when first read is taken to be there from the start: from
 // before the recording, or from the process's first moments. final is the
-// last copy, once the process has exited or the watcher stops.
+// last copy, once the process has exited or the watcher stops. The size is
+// taken once, so a file growing meanwhile is copied at the next look, and
+// cut to the room the bound leaves.
 func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 	first := !t.read
 	t.read = true
-	if w.full && !final {
+	if t.done || w.full && !final {
 		return
 	}
-	var st unix.Stat_t
-	if unix.Fstat(int(t.src.Fd()), &st) != nil || st.Size <= t.off {
+	size, err := foreign.Size(t.src, math.MaxInt64)
+	if err != nil { // sparse
+		w.stopCopy(t, err)
 		return
 	}
-	size := st.Size
-	if t.dump {
-		size = t.wholeRecords(size)
+	if size <= t.off {
+		return
 	}
 	var at uint64
 	if !first {
-		at = stamp(st.Mtim, mono, real, w.lastMon)
+		var st unix.Stat_t
+		if unix.Fstat(int(t.src.Fd()), &st) == nil {
+			at = stamp(st.Mtim, mono, real, w.lastMon)
+		}
+	}
+	grown := size - t.off
+	want, row := grown, int64(0)
+	if t.times != nil {
+		// The times rows, one a chunk, as long as they can be: one
+		// line a byte.
+		chunks := (grown + int64(len(w.buf)) - 1) / int64(len(w.buf))
+		row = chunks * int64(len(strconv.FormatInt(int64(t.lines)+grown, 10))+len(strconv.FormatUint(at, 10))+2)
+		want += row
+	}
+	room := w.room(want)
+	cut := room < want
+	if cut {
+		size = t.off + max(0, room-row)
+	}
+	if t.dump {
+		size = t.wholeRecords(size)
 	}
 	for t.off < size {
 		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
 		chunk := w.buf[:n]
-		if t.times != nil && w.live && !final {
-			// Whole lines only: a reader of the live copy would take
-			// the start of a line for all of it.
+		if t.times != nil && (w.live && !final || cut) {
+			// Whole lines only: a reader of the live copy, or of one
+			// cut at the bound, would take the start of a line for all
+			// of it.
 			if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
 				chunk = chunk[:i+1]
 			} else if n < len(w.buf) {
@@ -704,14 +828,14 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 					w.fail(err)
 					return
 				}
-				t.written += int64(len(strconv.Itoa(lines)) + len(strconv.FormatUint(at, 10)) + 2)
+				w.wrote(t, int64(len(strconv.Itoa(lines))+len(strconv.FormatUint(at, 10))+2))
 			}
 			if t.out != nil {
 				if _, err := t.out.Write(chunk); err != nil {
 					w.fail(err)
 					return
 				}
-				t.written += int64(len(chunk))
+				w.wrote(t, int64(len(chunk)))
 			}
 			t.lines = lines
 			t.off += int64(len(chunk))
@@ -720,6 +844,32 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 			break // cut short meanwhile: the rest at the next look
 		}
 	}
+	if cut && (final || !w.live) {
+		t.done = true
+		if w.cut++; w.cut <= maxCutNotes {
+			w.note(fmt.Sprintf("%s: cut at %d bytes: the copies reached their bound of %d bytes (--jit-copy-max-mb)", t.dst, t.off, w.maxBytes))
+		}
+	}
+}
+
+// maxCutNotes is how many copies cut at the bound are named one by one;
+// Stop counts them all.
+const maxCutNotes = 3
+
+// errFull is a copy not begun: the copies are at their bound.
+var errFull = errors.New("the copies are at their bound")
+
+// wrote counts n more bytes of t's copies.
+func (w *JITWatcher) wrote(t *tail, n int64) {
+	t.written += n
+	w.used += n
+}
+
+// stopCopy ends t's copy, saying why (never with what the file holds);
+// what was copied stays.
+func (w *JITWatcher) stopCopy(t *tail, why error) {
+	t.done = true
+	w.note(fmt.Sprintf("%s: %v", t.dst, why))
 }
 
 // wholeRecords returns where the last whole record of t's dump ends within

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -64,7 +65,7 @@ func TestJITWatcher(t *testing.T) {
 				}
 			}
 			wait()
-			w := WatchJIT(dir, []int{cmd.Process.Pid}, func(msg string) { t.Log(msg) })
+			w := WatchJIT(dir, []int{cmd.Process.Pid}, WatchOptions{Note: func(msg string) { t.Log(msg) }})
 			defer w.Stop()
 			time.Sleep(3 * WatchInterval)
 			before := clockNow(unix.CLOCK_MONOTONIC)
@@ -100,7 +101,7 @@ func TestJITWatcher(t *testing.T) {
 			if got, _ := filepath.Glob(filepath.Join(dir, "*")); len(got) != 2 {
 				t.Errorf("%s holds %q: other processes' maps were copied", dir, got)
 			}
-			m, err := jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+			m, err := jitsources.ReadPerfMap(foreign.Plain(path), func(err error) { t.Error(err) })
 			if err != nil || len(m.Entries) != 2 {
 				t.Fatalf("the copy: %+v (%v)", m, err)
 			}
@@ -145,7 +146,7 @@ func onlyFile(t *testing.T, dir, pattern string) int {
 // machine, as record -a makes it, none of them writing: what watching costs
 // every WatchInterval.
 func BenchmarkWatchLook(b *testing.B) {
-	w := newJITWatcher(b.TempDir(), nil, func(string) {})
+	w := newJITWatcher(b.TempDir(), nil, WatchOptions{})
 	defer w.close()
 	w.look()
 	for b.Loop() {
@@ -239,8 +240,8 @@ func TestJITWatcherLive(t *testing.T) {
 			// The test's own processes only: host-wide, other tests'
 			// perf maps would fill the size bound (a run beside the
 			// real-runtime packages found this one's copies evicted).
-			w := newJITWatcher(dir, []int{os.Getpid()}, func(msg string) { t.Log(msg) })
-			w.live, w.maxBytes = true, tc.maxBytes
+			w := newJITWatcher(dir, []int{os.Getpid()}, WatchOptions{MaxBytes: tc.maxBytes, Note: func(msg string) { t.Log(msg) }})
+			w.live = true
 			defer w.close()
 			var pids []int
 			for range tc.procs {
@@ -263,7 +264,7 @@ func TestJITWatcherLive(t *testing.T) {
 				}
 				w.look()
 				path := filepath.Join(dir, fmt.Sprintf("perf-%d.map", pid))
-				m, err := jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+				m, err := jitsources.ReadPerfMap(foreign.Plain(path), func(err error) { t.Error(err) })
 				if err != nil || len(m.Entries) != 1 || m.Entries[0].Name != "a" {
 					t.Fatalf("the live copy while b's line is unfinished: %+v (%v)", m, err)
 				}
@@ -272,7 +273,7 @@ func TestJITWatcherLive(t *testing.T) {
 					t.Fatal(err)
 				}
 				w.look() // sees it exited
-				m, err = jitsources.ReadPerfMap(path, func(err error) { t.Error(err) })
+				m, err = jitsources.ReadPerfMap(foreign.Plain(path), func(err error) { t.Error(err) })
 				if err != nil || len(m.Entries) != 2 || m.Entries[1].Name != "bb" || m.Times[1] == 0 {
 					t.Fatalf("the copy after the exit: %+v (%v)", m, err)
 				}
@@ -306,8 +307,8 @@ func TestJITWatcherLive(t *testing.T) {
 // BenchmarkWatchLookLive is BenchmarkWatchLook for the agent's watcher,
 // which also removes dropped copies and keeps them within their bound.
 func BenchmarkWatchLookLive(b *testing.B) {
-	w := newJITWatcher(b.TempDir(), nil, func(string) {})
-	w.live, w.maxBytes = true, 1<<20
+	w := newJITWatcher(b.TempDir(), nil, WatchOptions{MaxBytes: 1 << 20})
+	w.live = true
 	defer w.close()
 	w.look()
 	for b.Loop() {

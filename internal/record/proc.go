@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -24,7 +25,7 @@ import (
 
 // synthesizer writes the records it makes with emit, attributed to attr.
 type synthesizer struct {
-	proc string // the proc file system's mount point
+	proc procfs.FS
 	attr *perfdata.Attr
 	emit func(perfdata.Record) error
 }
@@ -35,21 +36,20 @@ type synthesizer struct {
 // AttrMmapData). A process gone before it could be read gives
 // an error matching ErrGone.
 func (s *synthesizer) process(pid int) error {
-	dir := filepath.Join(s.proc, strconv.Itoa(pid))
-	tasks, err := os.ReadDir(filepath.Join(dir, "task"))
+	p := uint32(pid)
+	tasks, err := os.ReadDir(s.proc.Path(p, "task"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("process %d: %w", pid, ErrGone)
 		}
 		return fmt.Errorf("process %d: %w", pid, err)
 	}
-	p := uint32(pid)
 	for _, task := range tasks {
 		tid, err := strconv.ParseUint(task.Name(), 10, 32)
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join(dir, "task", task.Name(), "comm"))
+		comm, err := os.ReadFile(s.proc.Path(p, "task", task.Name(), "comm"))
 		if err != nil {
 			continue // the thread exited meanwhile
 		}
@@ -66,7 +66,7 @@ func (s *synthesizer) process(pid int) error {
 			return err
 		}
 	}
-	maps, err := os.ReadFile(filepath.Join(dir, "maps"))
+	maps, err := os.ReadFile(s.proc.Path(p, "maps"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("process %d: %w", pid, ErrGone)
@@ -75,7 +75,7 @@ func (s *synthesizer) process(pid int) error {
 	}
 	ms, err := parseMaps(maps)
 	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, "maps"), err)
+		return fmt.Errorf("%s: %w", s.proc.Path(p, "maps"), err)
 	}
 	for _, m := range ms {
 		misc := uint16(perfdata.MiscUser)
@@ -103,12 +103,12 @@ func (s *synthesizer) header(t perfdata.RecordType, misc uint16) perfdata.Record
 
 // processes lists the pids /proc has.
 func (s *synthesizer) processes() ([]int, error) {
-	return numbered(s.proc)
+	return numbered(string(s.proc))
 }
 
 // threads lists the threads of process pid.
 func (s *synthesizer) threads(pid int) ([]int, error) {
-	tids, err := numbered(filepath.Join(s.proc, strconv.Itoa(pid), "task"))
+	tids, err := numbered(s.proc.Path(uint32(pid), "task"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("process %d: %w", pid, ErrGone)
 	}
@@ -136,7 +136,7 @@ func numbered(dir string) ([]int, error) {
 // samples. Without addresses in /proc/kallsyms (kptr_restrict) it writes
 // nothing: kernel samples then stay unnamed, as in perf.
 func (s *synthesizer) kernel() error {
-	f, err := os.Open(filepath.Join(s.proc, "kallsyms"))
+	f, err := os.Open(filepath.Join(string(s.proc), "kallsyms"))
 	if err != nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -97,7 +98,7 @@ func TestSynthesizeSelf(t *testing.T) {
 func synthesizeSelf(t *testing.T, cg CallGraph) {
 	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1, callGraph: cg, regs: 0xff0fff, stackSize: 8192})
 	var recs []perfdata.Record
-	sy := synthesizer{proc: "/proc", attr: attr, emit: func(r perfdata.Record) error {
+	sy := synthesizer{proc: procfs.Host, attr: attr, emit: func(r perfdata.Record) error {
 		// The encoding must hold: the writer would refuse it otherwise.
 		if _, err := perfdata.AppendRecord(nil, r); err != nil {
 			t.Fatal(err)

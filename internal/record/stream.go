@@ -47,7 +47,7 @@ func OpenStream(o StreamOptions) (*Stream, error) {
 	st := &Stream{s: session{o: ro, wake: -1}, Event: ev.Name, cpus: cpus}
 	tids := []int{-1}
 	if len(o.Pids) > 0 {
-		if tids, err = threadsOf(o.Pids); err != nil {
+		if tids, err = threadsOf(ro.proc(), o.Pids); err != nil {
 			return nil, err
 		}
 	}
@@ -74,14 +74,14 @@ func (st *Stream) Features() []perfdata.Feature {
 // start of a recording. Processes that exit meanwhile, or that may not be
 // read, are left out.
 func (st *Stream) Synthesize(emit func(perfdata.Record) error) error {
-	sy := synthesizer{proc: procRoot, attr: st.Attr, emit: emit}
+	sy := synthesizer{proc: st.s.o.proc(), attr: st.Attr, emit: emit}
 	return st.s.synthesize(&sy)
 }
 
 // Process describes one process as Synthesize does; an error matching
 // ErrGone tells it exited.
 func (st *Stream) Process(pid int, emit func(perfdata.Record) error) error {
-	sy := synthesizer{proc: procRoot, attr: st.Attr, emit: emit}
+	sy := synthesizer{proc: st.s.o.proc(), attr: st.Attr, emit: emit}
 	return sy.process(pid)
 }
 
