@@ -31,28 +31,41 @@ if ((${#missing[@]})); then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo
 	echo "installing: ${missing[*]}"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+	# Wait up to 10 minutes for another apt-get or unattended-upgrades
+	# rather than failing at once on the dpkg lock.
+	apt=(apt-get -o DPkg::Lock::Timeout=600)
+	$sudo "${apt[@]}" update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo "${apt[@]}" install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 
 go mod download
-go vet ./...
+# Each stage runs whatever the ones before found (a failed test run still
+# fuzzes); what failed is listed at the end, and the exit status is then 1.
+failed=()
+go vet ./... || failed+=("go vet")
 # Everything the tests need is installed above: a test that still finds a
 # runtime or tool missing fails (internal/fixtures) rather than skipping.
 export CI=${CI:-1}
-# One line at the end counts what passed, failed and was skipped, and lists
-# each skip with its reason: a run that tested less says so. internal/agent's
-# real tier builds an OpenTelemetry Collector (minutes on an empty module
-# cache) and runs about 4 minutes of tests: more than go test's default
-# 10-minute limit per package allows on a busy machine.
-go test -count=1 -timeout 30m -json ./... | go run ./scripts/testsummary
+# The summary repeats each failure's first lines (a timed-out package's
+# panic and the stacks of the tests it ran), counts what passed, failed and
+# was skipped and which packages failed, and lists each skip with its
+# reason: a run that tested less says so.
+#
+# A package's tests are stopped after 20 minutes, printing every goroutine's
+# stack: a hang fails with where it hangs, well within CI's 90 minutes, with
+# time left for the fuzzing below. The whole suite takes about 10 minutes
+# on 2 cores; its slowest package, internal/agent, builds an OpenTelemetry
+# Collector (minutes on an empty module cache) and runs about 4 minutes of
+# tests, which go test's default of 10 minutes would not always allow on a
+# busy machine.
+go test -count=1 -timeout 20m -json ./... | go run ./scripts/testsummary || failed+=("tests")
 
 # A short fuzzing run of every fuzz target, beyond the seed corpus the
 # ordinary run already replays. Go 1.26's fuzzing coordinator can end a run
 # with a bare "context deadline exceeded" at the -fuzztime boundary when a
 # worker is still busy (golang/go#75804, fixed in Go 1.27): no input failed
 # and none was written. Such a run is tried once more; any other failure,
-# and a second one, fails with its output.
+# and a second one, prints its output and fails the script at its end.
 fuzztime=${FUZZTIME:-10s}
 fuzz() {
 	go test -run '^$' -fuzz "^${2}\$" -fuzztime "$fuzztime" "$1" >"$log" 2>&1
@@ -70,7 +83,12 @@ for pkg in $(go list ./...); do
 			fuzz "$pkg" "$target" && continue
 		fi
 		cat "$log"
-		exit 1
+		failed+=("fuzzing $pkg $target")
 	done
 done
-echo "fuzzing: no failures"
+
+if ((${#failed[@]})); then
+	printf 'FAILED: %s\n' "${failed[@]}"
+	exit 1
+fi
+echo "vet, tests and fuzzing: no failures"
