@@ -43,6 +43,9 @@ type Reader struct {
 	off  int64         // of the next record
 	err  error         // sticky: the condition that ended reading
 	last uint64        // the timestamp of the record read last, for resync
+	// tried counts the bytes of the records resync has decoded to test
+	// them, which resyncBudget bounds.
+	tried int64
 
 	touched int  // bytes mode: the input before it has been loaded by touchAhead
 	sink    byte // keeps touchAhead's loads from being optimised away
@@ -239,11 +242,22 @@ func (r *Reader) recordAt(b []byte, p int, after uint64) (end int, whole bool) {
 	if uint64(size) > uint64(len(h)) {
 		return len(b), false
 	}
+	if r.tried += int64(size); r.tried > resyncBudget(len(r.data)) {
+		return 0, false
+	}
 	if _, bad := r.decode(0, h[:size], true).(*Invalid); bad {
 		return 0, false
 	}
 	return p + int(size), true
 }
+
+// resyncBudget bounds the bytes of the records resync decodes, over all the
+// corrupt records of an input of size bytes. Input made for it could make
+// resync decode, at each of many places, a record reaching far beyond the
+// next: quadratic work. A real dump's resyncs decode the records they find
+// and a few places that look like records, far less; past the budget, the
+// corrupt record ends reading, as it did before resync.
+func resyncBudget(size int) int64 { return 16*int64(size) + 1<<20 }
 
 // nextBytes returns the next whole record, header included, and advances.
 func (r *Reader) nextBytes() ([]byte, error) {
