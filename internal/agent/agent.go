@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/record"
 	"github.com/jitprof/jitprof/perfdata"
@@ -68,12 +69,12 @@ type Options struct {
 	// ones are dropped beyond it.
 	Buffer int
 	// PprofDir receives a pprof file per window, the oldest removed to
-	// keep PprofMaxBytes.
+	// keep PprofMaxBytes, or to make room when the disk is full.
 	PprofDir      string
 	PprofMaxBytes int64
 	// KeepWindows keeps each window's perf.data in this directory, for
-	// jitprof report to read (tests, debugging); their disk use is
-	// unbounded.
+	// jitprof report to read (tests, debugging); when the disk fills, a
+	// window is cut short and the oldest kept make room.
 	KeepWindows string
 	// Status, if set, is a file rewritten after every window with the
 	// agent's counters (Status), as JSON.
@@ -120,9 +121,11 @@ type Status struct {
 
 type counters struct {
 	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles atomic.Int64
-	statusMu                                                                                sync.Mutex
-	jit                                                                                     *record.JITWatcher
-	kept                                                                                    atomic.Pointer[[]uint32]
+	// read is the last window the symbolizer is done with.
+	read     atomic.Int64
+	statusMu sync.Mutex
+	jit      *record.JITWatcher
+	kept     atomic.Pointer[[]uint32]
 }
 
 func (c *counters) snapshot() Status {
@@ -183,6 +186,20 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
+	// The places written are checked before anything is sampled.
+	for _, dir := range []string{o.KeepWindows, o.PprofDir} {
+		if dir == "" {
+			continue
+		}
+		if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
+			return Status{}, err
+		}
+	}
+	if o.Status != "" {
+		if err := atomicfile.CheckDir(filepath.Dir(o.Status)); err != nil {
+			return Status{}, err
+		}
+	}
 	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, StackSize: o.StackSize, Pids: o.Pids, Note: o.Log})
 	if err != nil {
 		return Status{}, err
@@ -195,8 +212,6 @@ func Run(ctx context.Context, o Options) (Status, error) {
 			return Status{}, err
 		}
 		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Status{}, err
 	}
 	// Windows wait for their dumps in the queue: room for as many as
 	// JITWait holds, and two more.
@@ -217,9 +232,6 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		sinks = append(sinks, ex)
 	}
 	if o.PprofDir != "" {
-		if err := os.MkdirAll(o.PprofDir, 0o755); err != nil {
-			return Status{}, err
-		}
 		sinks = append(sinks, &pprofSink{dir: o.PprofDir, max: o.PprofMaxBytes, c: &s.c, log: o.Log})
 	}
 	if s.dec, err = newDecoder(s.attr); err != nil {
@@ -262,6 +274,9 @@ type sampler struct {
 	// sampled are the pids with samples in the current window.
 	sampled map[uint32]bool
 	pending []timed
+	// full is the error of the window's write that found the disk full:
+	// the window is cut there (salvage).
+	full error
 }
 
 // drainEvery bounds how long records wait in the ring buffers: the
@@ -286,7 +301,7 @@ func (s *sampler) run(ctx context.Context) error {
 		s.applyPending()
 		done := ctx.Err() != nil
 		now := time.Now()
-		if done || !now.Before(s.cur.start.Add(s.o.Window)) {
+		if done || s.full != nil || !now.Before(s.cur.start.Add(s.o.Window)) {
 			if err := s.cut(now, !done); err != nil {
 				return err
 			}
@@ -321,12 +336,16 @@ func (s *sampler) applyPending() {
 	s.pending = s.pending[:0]
 }
 
+// windowName is the name of a window's perf.data: its sequence number and
+// start time (ns); windowScan reads them back, past six digits too.
+const windowName, windowScan = "window-%06d-%d.data", "window-%d-%d.data"
+
 // begin starts a window's perf.data with the state of every live process.
 func (s *sampler) begin(now time.Time) error {
 	s.seq++
 	// The start time in the name lets a window's perf.data be matched
 	// with its profile, which carries that time.
-	path := filepath.Join(s.dir, fmt.Sprintf("window-%06d-%d.data", s.seq, now.UnixNano()))
+	path := filepath.Join(s.dir, fmt.Sprintf(windowName, s.seq, now.UnixNano()))
 	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.st.Features()})
 	if err != nil {
 		return err
@@ -340,7 +359,12 @@ func (s *sampler) begin(now time.Time) error {
 // says of a process.
 func (s *sampler) add(rec []byte) error {
 	if err := s.w.WriteRaw(rec); err != nil {
-		return err
+		if !diskFull(err) {
+			return err
+		}
+		// The window is cut at the next look (salvage); until then its
+		// records are still read for the processes' state.
+		s.full = cmp.Or(s.full, err)
 	}
 	switch t := perfdata.RecordType(binary.LittleEndian.Uint32(rec)); t {
 	case perfdata.TypeSample:
@@ -384,24 +408,93 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	s.c.kept.Store(&kept)
 	s.c.windows.Add(1)
 	s.c.writeStatus(s.o.Status)
-	if err := s.w.Close(); err != nil {
+	if s.full != nil {
+		if !s.salvage() {
+			s.c.skipped.Add(1)
+			s.c.jit.Drop(w.exited)
+			w = nil
+		}
+	} else if err := s.w.Close(); err != nil {
 		return err
 	}
 	s.w = nil
-	select {
-	case s.queue <- w:
-	default:
-		s.c.skipped.Add(1)
-		s.c.jit.Drop(w.exited)
-		s.o.Log(fmt.Sprintf("window %d skipped: symbolizing the previous ones is behind", w.seq))
-		if s.o.KeepWindows == "" {
-			os.Remove(w.path)
+	if w != nil {
+		select {
+		case s.queue <- w:
+		default:
+			s.c.skipped.Add(1)
+			s.c.jit.Drop(w.exited)
+			s.o.Log(fmt.Sprintf("window %d skipped: symbolizing the previous ones is behind", w.seq))
+			if s.o.KeepWindows == "" {
+				os.Remove(w.path)
+			}
 		}
 	}
 	if !next {
 		return nil
 	}
 	return s.begin(now)
+}
+
+// salvage ends the current window on a full disk: what reached the disk
+// whole is kept as the window, and with --keep-windows the oldest windows
+// kept make room for the next. It tells whether anything of the window was
+// kept.
+func (s *sampler) salvage() bool {
+	cause := s.full
+	s.full = nil
+	kept := s.w.Salvage()
+	if kept != nil {
+		s.o.Log(fmt.Sprintf("window %d dropped: %v; and keeping what reached the disk: %v", s.cur.seq, cause, kept))
+	} else {
+		s.o.Log(fmt.Sprintf("window %d cut short at its last whole record: %v", s.cur.seq, cause))
+	}
+	if s.o.KeepWindows != "" {
+		need := int64(1)
+		if fi, err := os.Stat(s.cur.path); err == nil {
+			need = max(need, fi.Size())
+		}
+		s.makeRoom(need)
+	}
+	return kept == nil
+}
+
+// makeRoom removes the oldest windows kept, of those the symbolizer is done
+// with, until need bytes are freed, and says so.
+func (s *sampler) makeRoom(need int64) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.o.Log(fmt.Sprintf("%s: %v", s.dir, err))
+		return
+	}
+	type kept struct {
+		seq  int64
+		name string
+	}
+	var old []kept
+	read := s.c.read.Load()
+	for _, e := range entries {
+		var seq, start int64
+		if n, _ := fmt.Sscanf(e.Name(), windowScan, &seq, &start); n == 2 && e.Type().IsRegular() && seq <= read {
+			old = append(old, kept{seq, e.Name()})
+		}
+	}
+	slices.SortFunc(old, func(a, b kept) int { return cmp.Compare(a.seq, b.seq) })
+	var removed int
+	var freed int64
+	for _, k := range old {
+		if freed >= need {
+			break
+		}
+		path := filepath.Join(s.dir, k.name)
+		fi, err := os.Stat(path)
+		if err != nil || os.Remove(path) != nil {
+			continue
+		}
+		removed++
+		freed += fi.Size()
+	}
+	s.o.Log(fmt.Sprintf("%s: disk full: removed the %d oldest windows kept (%d bytes) to make room", s.dir, removed, freed))
 }
 
 // monotonic returns CLOCK_MONOTONIC now, in ns.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -78,6 +80,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 		if !y.keep {
 			os.Remove(w.path)
 		}
+		y.c.read.Store(w.seq)
 		y.c.writeStatus(y.o.Status)
 	}
 }
@@ -311,7 +314,8 @@ func (x *otlpSink) flush() {
 func (x *otlpSink) close() { close(x.done) }
 
 // pprofSink writes each window's profile into a directory, written whole,
-// and removes the oldest to keep the directory within max bytes.
+// and removes the oldest to keep the directory within max bytes, or to
+// make room when the disk is full.
 type pprofSink struct {
 	dir string
 	max int64
@@ -324,8 +328,20 @@ type pprofSink struct {
 const pprofPrefix = "jitprof-"
 
 func (ps *pprofSink) put(w *window, p *profile.Profile, _ string) {
+	var data bytes.Buffer
+	if err := p.Write(&data); err != nil {
+		ps.log(fmt.Sprintf("window %d: %v", w.seq, err))
+		return
+	}
 	name := filepath.Join(ps.dir, fmt.Sprintf("%s%s-%06d.pb.gz", pprofPrefix, w.start.UTC().Format("20060102T150405Z"), w.seq))
-	if err := atomicfile.Write(name, func(f io.Writer) error { return p.Write(f) }); err != nil {
+	write := func() error {
+		return atomicfile.Private.Write(name, func(f io.Writer) error { _, err := f.Write(data.Bytes()); return err })
+	}
+	err := write()
+	if diskFull(err) {
+		err = ps.makeRoom(w.seq, int64(data.Len()), write)
+	}
+	if err != nil {
 		ps.log(fmt.Sprintf("window %d: %v", w.seq, err))
 		return
 	}
@@ -335,21 +351,63 @@ func (ps *pprofSink) put(w *window, p *profile.Profile, _ string) {
 	}
 }
 
-// trim removes the oldest profiles until the rest fit max.
-func (ps *pprofSink) trim() error {
-	if ps.max <= 0 {
-		return nil
-	}
-	entries, err := os.ReadDir(ps.dir)
+// makeRoom removes the oldest profiles, one at a time, until write, of a
+// profile of size bytes, passes on a full disk: the newest profiles are
+// worth more than the oldest. None are removed when all of them would not
+// make room (the disk is full of something else).
+func (ps *pprofSink) makeRoom(seq, size int64, write func() error) error {
+	old, err := ps.profiles()
 	if err != nil {
 		return err
 	}
-	type file struct {
-		name string
-		size int64
+	var stat unix.Statfs_t
+	if err := unix.Statfs(ps.dir, &stat); err != nil {
+		return err
 	}
-	var files []file
-	var total int64
+	var ours int64
+	for _, f := range old {
+		ours += f.disk
+	}
+	if free := int64(stat.Bavail) * stat.Bsize; free+ours < size {
+		return fmt.Errorf("%s: disk full: %d bytes free, and the %d profiles there hold %d: %d needed; none removed", ps.dir, free, len(old), ours, size)
+	}
+	var removed int
+	var freed int64
+	err = unix.ENOSPC
+	for ; diskFull(err) && removed < len(old); removed++ {
+		if err = os.Remove(filepath.Join(ps.dir, old[removed].name)); err != nil {
+			break
+		}
+		freed += old[removed].size
+		err = write()
+	}
+	if err != nil {
+		return fmt.Errorf("%w; removed the %d oldest profiles (%d bytes), not enough", err, removed, freed)
+	}
+	ps.log(fmt.Sprintf("%s: disk full: removed the %d oldest profiles (%d bytes) to make room for window %d", ps.dir, removed, freed, seq))
+	return nil
+}
+
+// diskFull tells whether err says the file system or the user's quota is
+// full.
+func diskFull(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+// pprofFile is a profile in the directory: its size, and the disk it
+// takes (whole blocks).
+type pprofFile struct {
+	name       string
+	size, disk int64
+}
+
+// profiles lists the agent's profiles in the directory, oldest first.
+func (ps *pprofSink) profiles() ([]pprofFile, error) {
+	entries, err := os.ReadDir(ps.dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []pprofFile
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), pprofPrefix) || !strings.HasSuffix(e.Name(), ".pb.gz") {
 			continue
@@ -358,11 +416,30 @@ func (ps *pprofSink) trim() error {
 		if err != nil {
 			continue
 		}
-		files = append(files, file{e.Name(), fi.Size()})
-		total += fi.Size()
+		disk := fi.Size()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			disk = st.Blocks * 512
+		}
+		files = append(files, pprofFile{e.Name(), fi.Size(), disk})
 	}
-	slices.SortFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) }) // names sort by time
-	for _, f := range files[:max(len(files)-1, 0)] {                                       // the newest is always kept
+	slices.SortFunc(files, func(a, b pprofFile) int { return strings.Compare(a.name, b.name) }) // names sort by time
+	return files, nil
+}
+
+// trim removes the oldest profiles until the rest fit max.
+func (ps *pprofSink) trim() error {
+	if ps.max <= 0 {
+		return nil
+	}
+	files, err := ps.profiles()
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	for _, f := range files[:max(len(files)-1, 0)] { // the newest is always kept
 		if total <= ps.max {
 			break
 		}
@@ -387,7 +464,7 @@ func (c *counters) writeStatus(path string) {
 	c.statusMu.Lock()
 	defer c.statusMu.Unlock()
 	s := c.snapshot()
-	atomicfile.Write(path, func(w io.Writer) error {
+	atomicfile.Private.Write(path, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
