@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -35,7 +36,7 @@ const maxPos = 1 << 24
 
 // v8Name is a CODE_LOAD name of V8's parsed.
 type v8Name struct {
-	tier   byte   // '*', '+', '^', '~', or 0 when the name has none
+	tier   string // V8Name.Tier
 	name   string // empty for anonymous functions and a script's top level
 	script string
 	start  pos
@@ -52,7 +53,7 @@ func parseV8Name(s string) (v8Name, bool) {
 }
 
 // optimized tells whether code of this tier can hold inlined functions.
-func (n v8Name) optimized() bool { return n.tier == '*' || n.tier == '+' }
+func (n v8Name) optimized() bool { return strings.ContainsAny(n.tier, "*+") }
 
 // v8Func is a JavaScript function of a script: where its source starts and,
 // when its own code told, where it ends.
@@ -227,6 +228,6 @@ func (fn *Code) v8Chain(addr uint64) []InlineFrame {
 	}
 	// The frame is named as V8 names the function, with the tier of the
 	// code it was compiled into.
-	name := "JS:" + string(n.tier) + g.name + " " + p.script + ":" + strconv.Itoa(int(g.start.line)) + ":" + strconv.Itoa(int(g.start.col))
+	name := "JS:" + n.tier + g.name + " " + p.script + ":" + strconv.Itoa(int(g.start.line)) + ":" + strconv.Itoa(int(g.start.col))
 	return []InlineFrame{{Name: name, File: p.script, Line: p.line, Inferred: true}}
 }

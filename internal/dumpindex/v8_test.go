@@ -13,12 +13,18 @@ func TestParseV8Name(t *testing.T) {
 		want v8Name
 		ok   bool
 	}{
-		{"JS:*integrate /p/x.js:3:19", v8Name{'*', "integrate", "/p/x.js", pos{3, 19}}, true},
-		{"JS:~ node:internal/main:1:1", v8Name{'~', "", "node:internal/main", pos{1, 1}}, true},
-		{"JS:^get x /p/y.js:10:2", v8Name{'^', "get x", "/p/y.js", pos{10, 2}}, true},
+		{"JS:*integrate /p/x.js:3:19", v8Name{"*", "integrate", "/p/x.js", pos{3, 19}}, true},
+		{"JS:~ node:internal/main:1:1", v8Name{"~", "", "node:internal/main", pos{1, 1}}, true},
+		{"JS:^get x /p/y.js:10:2", v8Name{"^", "get x", "/p/y.js", pos{10, 2}}, true},
 		// A script path with a space: named as perfprof splits it too.
-		{"JS:*f /p/a dir/x.js:3:4", v8Name{'*', "f", "/p/a dir/x.js", pos{3, 4}}, true},
-		{"JS:* :1:20", v8Name{'*', "", "", pos{1, 20}}, true}, // new Function: no script name
+		{"JS:*f /p/a dir/x.js:3:4", v8Name{"*", "f", "/p/a dir/x.js", pos{3, 4}}, true},
+		{"JS:* :1:20", v8Name{"*", "", "", pos{1, 20}}, true}, // new Function: no script name
+		// V8 12 and later: on-stack replaced, context-specialized.
+		{"JS:o*hot file:///w/hotcold.js:2:13", v8Name{"o*", "hot", "file:///w/hotcold.js", pos{2, 13}}, true},
+		{"JS:+'cold /w/x.js:3:14", v8Name{"+'", "cold", "/w/x.js", pos{3, 14}}, true},
+		{"JS:o~'f /w/x.js:3:14", v8Name{"o~'", "f", "/w/x.js", pos{3, 14}}, true},
+		{"JS:open /w/x.js:3:14", v8Name{"", "open", "/w/x.js", pos{3, 14}}, true}, // a name, no tier
+		{"JS:o /w/x.js:3:14", v8Name{"", "o", "/w/x.js", pos{3, 14}}, true},
 		{"Builtin:ArrayIndexOf", v8Name{}, false},
 		{"JS:*f /p/x.js:0:1", v8Name{}, false},
 		{"JS:*f /p/x.js:3", v8Name{}, false},

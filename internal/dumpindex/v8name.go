@@ -8,8 +8,12 @@ import (
 // V8Name is what a V8 code name says of a JavaScript function:
 // "TAG:<tier>NAME SCRIPT:LINE:COLUMN", the column absent in older V8s.
 type V8Name struct {
-	Tag    string // one of V8Tags
-	Tier   byte   // '*', '+', '^' or '~'; 0 when the name has none
+	Tag string // one of V8Tags
+	// Tier is the code's tier: '~' interpreted, '^' baseline (Sparkplug),
+	// '+' Maglev, '*' Turbofan; V8 12 and later mark on-stack-replaced
+	// code with an 'o' before it, and context-specialized code with a "'"
+	// after it. Empty when the name has none.
+	Tier   string
 	Name   string // empty for anonymous functions and a script's top level
 	Script string // empty for code of no script (new Function)
 	// Line and Column are where the function starts, from 1; Column is 0
@@ -24,10 +28,7 @@ var V8Tags = []string{"JS:", "Eval:", "LazyCompile:", "Function:", "Script:"}
 
 // Function is the name without its place: "TAG:<tier>NAME".
 func (n V8Name) Function() string {
-	if n.Tier == 0 {
-		return n.Tag + n.Name
-	}
-	return n.Tag + string(n.Tier) + n.Name
+	return n.Tag + n.Tier + n.Name
 }
 
 // ParseV8Name parses a V8 code name that gives its function's place. NAME
@@ -69,9 +70,7 @@ func ParseV8Name(raw string) (V8Name, bool) {
 		return V8Name{}, false
 	}
 	n.Name, n.Script = head[len(n.Tag):sep], head[sep+1:]
-	if n.Name != "" && strings.IndexByte("*+^~", n.Name[0]) >= 0 {
-		n.Tier, n.Name = n.Name[0], n.Name[1:]
-	}
+	n.Tier, n.Name = cutTier(n.Name)
 	return n, true
 }
 
@@ -109,4 +108,22 @@ func looksLikeScript(s string) bool {
 		}
 	}
 	return false
+}
+
+// cutTier cuts the tier V8 marks a function's name with off it. A name
+// cannot start with a marker: JavaScript's names hold no '*', '+', '^' or
+// '~', so an 'o' is a marker only before one.
+func cutTier(name string) (tier, rest string) {
+	i := 0
+	if len(name) > 1 && name[0] == 'o' && strings.IndexByte("*+^~", name[1]) >= 0 {
+		i = 1
+	}
+	if i == len(name) || strings.IndexByte("*+^~", name[i]) < 0 {
+		return "", name
+	}
+	i++
+	if i < len(name) && name[i] == '\'' {
+		i++
+	}
+	return name[:i], name[i:]
 }

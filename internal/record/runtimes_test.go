@@ -1,12 +1,14 @@
 package record
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
 )
@@ -86,4 +88,43 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// TestDeno records Deno with no flag: record sets DENO_V8_FLAGS, V8 writes
+// its dump, and jitprof names hot and cold with the shares of CPU time the
+// program measured itself, and the same samples as perf after perf inject.
+func TestDeno(t *testing.T) {
+	deno, workload := fixtures.Deno(t), fixtures.Workload(t, "hotcold.js")
+	dir := t.TempDir()
+	t.Chdir(dir) // V8 writes its dump in the working directory
+	data := filepath.Join(dir, "perf.data")
+	var stdout strings.Builder
+	res, _ := record(t, Options{Freq: 2000, Output: data, RuntimeEnv: true, Stdout: &stdout,
+		Command: []string{deno, "run", "--allow-all", workload, "3"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("deno exited with status %d", res.ExitCode)
+	}
+	var truth map[string]int64
+	if err := json.Unmarshal([]byte(stdout.String()), &truth); err != nil {
+		t.Fatalf("deno's truth %q: %v", stdout.String(), err)
+	}
+	ar := analyzeRecording(t, data)
+	if len(ar.Dumps) == 0 {
+		t.Fatal("no dump: DENO_V8_FLAGS did not reach V8")
+	}
+	got := fixtures.LeafCounts(ar.Profile, perfprof.PerfName)
+	js := map[string]int{}
+	for name, n := range got {
+		if v8, ok := dumpindex.ParseV8Name(name); ok && (v8.Name == "hot" || v8.Name == "cold") {
+			js[v8.Name] += n
+		}
+	}
+	fixtures.CheckCPUShares(t, "jitprof", truth, js)
+
+	want, total := fixtures.SymbolCounts(t, fixtures.Inject(t, fixtures.Recording{PerfData: data}), "-g", "none")
+	for name, n := range want {
+		if strings.HasPrefix(name, "JS:") && abs(float64(got[name]-n)) > 0.005*float64(total) {
+			t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
+		}
+	}
 }
