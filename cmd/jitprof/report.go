@@ -49,7 +49,14 @@ func (s *sampleFlags) close() {
 // recording's whole size and more) must not outlive it.
 func (s *sampleFlags) unpack() error {
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		// One ignored (nohup, a background job) stays so: the signal
+		// raised again would not end jitprof, which would go on without
+		// what it unpacked.
+		if !signal.Ignored(sig) {
+			signal.Notify(signals, sig)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	extracted := make(chan *archive.Extracted, 1)
 	s.closing, s.watched = make(chan struct{}), make(chan struct{})

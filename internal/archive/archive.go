@@ -159,15 +159,8 @@ func listFiles(input string, opts symbolize.Options) (*plan, error) {
 		taken[e.name] = e.from
 		p.entries = append(p.entries, e)
 	}
-	// Dumps and perf maps are created by their runtimes at names of their
-	// own, in directories that may be the user's or /tmp: a symbolic link
-	// there was planted. Their directories may hold links of the user's
-	// (--jitdump-dir), so only the name itself is refused as one.
-	nameOnly := func(path string) entry {
-		return entry{name: filepath.Base(path), from: path, at: filepath.Base(path), rules: foreign.Rules{Root: filepath.Dir(path), NoSymlinks: true}}
-	}
 	for _, d := range res.Dumps {
-		add(nameOnly(d))
+		add(runtimeFile(d))
 	}
 	for _, m := range res.Profile.Mapping {
 		switch {
@@ -178,9 +171,9 @@ func listFiles(input string, opts symbolize.Options) (*plan, error) {
 		case m.File == perfprof.VDSOFile && named(res, m.ID):
 			add(entry{name: vdsoName, make: elfsym.VDSOImage})
 		case perfprof.IsPerfMap(m.File):
-			add(nameOnly(m.File))
+			add(runtimeFile(m.File))
 			if times := m.File + jitsources.TimesSuffix; exists(times) {
-				add(nameOnly(times))
+				add(runtimeFile(times))
 			}
 		case filepath.IsAbs(m.File) && !jitsources.IsAnonymous(m.File):
 			// The kernel records the path it resolved, which has no
@@ -189,6 +182,23 @@ func listFiles(input string, opts symbolize.Options) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// runtimeFile is the entry of a dump or perf map. Runtimes create those at
+// names of their own, in directories that may be the user's or /tmp: a
+// symbolic link there was planted. Their directories may hold links of the
+// user's (--jitdump-dir), so only the name itself is refused as one; but
+// one found in a running process's root (/proc/PID/root/...) is resolved
+// inside that root, with no symbolic link at all, as the path through /proc
+// leaves it.
+func runtimeFile(path string) entry {
+	e := entry{name: filepath.Base(path), from: path, at: filepath.Base(path), rules: foreign.Rules{Root: filepath.Dir(path), NoSymlinks: true}}
+	if rest, ok := strings.CutPrefix(path, "/proc/"); ok {
+		if pid, inRoot, ok := strings.Cut(rest, "/root/"); ok && pid != "" && strings.Trim(pid, "0123456789") == "" {
+			e.at, e.rules.Root = inRoot, "/proc/"+pid+"/root"
+		}
+	}
+	return e
 }
 
 // named tells whether a location of mapping id has a name: only then were

@@ -622,3 +622,20 @@ func TestWriteFIFOs(t *testing.T) {
 		})
 	}
 }
+
+// A dump or perf map is opened with no symbolic link for its name, and one
+// found in a process's root with none inside that root.
+func TestRuntimeFile(t *testing.T) {
+	for _, tc := range []struct{ path, root, at string }{
+		{"/tmp/perf-12.map", "/tmp", "perf-12.map"},
+		{"/home/u/dumps/jit-12.dump", "/home/u/dumps", "jit-12.dump"},
+		{"/proc/12/root/tmp/perf-3.map", "/proc/12/root", "tmp/perf-3.map"},
+		{"/proc/12/root/perf-3.map", "/proc/12/root", "perf-3.map"},
+		{"/proc/x12/root/tmp/perf-3.map", "/proc/x12/root/tmp", "perf-3.map"},
+	} {
+		e := runtimeFile(tc.path)
+		if e.from != tc.path || e.name != filepath.Base(tc.path) || e.at != tc.at || e.rules.Root != tc.root || !e.rules.NoSymlinks {
+			t.Errorf("%s: %+v, want it opened as %s in %s, no symbolic links", tc.path, e, tc.at, tc.root)
+		}
+	}
+}
