@@ -613,6 +613,7 @@ func (s *Space) Comm(tid uint32, t uint64) string {
 // Frames found before keep their names only if the caller copied those of
 // jitted functions.
 func (s *Space) Close() error {
+	s.warnBadUnwind()
 	var errs []error
 	if s.jit != nil {
 		errs = append(errs, s.jit.Close())

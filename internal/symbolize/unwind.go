@@ -1,7 +1,11 @@
 package symbolize
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
@@ -15,6 +19,15 @@ import (
 type unwindTables struct {
 	mu  sync.Mutex
 	jit map[*dumpindex.Code]*unwind.Table // nil for a function whose tables are unusable
+	// bad counts, by dump, the functions whose UNWINDING_INFO could not be
+	// used, with the first one's problem: one warning a dump, at Close,
+	// rather than one a function (V8 runs have hundreds).
+	bad map[*Module]*badUnwind
+}
+
+type badUnwind struct {
+	first error
+	n     int
 }
 
 // UnwindRule returns the rule that steps from the frame at f (what Lookup
@@ -93,12 +106,36 @@ func (s *Space) jitUnwind(m *Module, fn *dumpindex.Code) *unwind.Table {
 		return t
 	}
 	t, err := unwind.FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
-	if err != nil {
-		s.opts.Warn(fmt.Errorf("%s: %s: %w", m.Name, fn.Name, err))
+	// An UNWINDING_INFO with no FDE is V8's record for code it has no
+	// tables for (builtins, stubs): normal, and stepped by the frame
+	// pointer.
+	if err != nil && !errors.Is(err, unwind.ErrNoCFI) {
+		if s.unwind.bad == nil {
+			s.unwind.bad = make(map[*Module]*badUnwind)
+		}
+		b := s.unwind.bad[m]
+		if b == nil {
+			b = &badUnwind{first: fmt.Errorf("%s: %w", fn.Name, err)}
+			s.unwind.bad[m] = b
+		}
+		b.n++
 	}
 	if s.unwind.jit == nil {
 		s.unwind.jit = make(map[*dumpindex.Code]*unwind.Table)
 	}
 	s.unwind.jit[fn] = t
 	return t
+}
+
+// warnBadUnwind says, one line a dump, how many of its functions'
+// UNWINDING_INFO could not be used.
+func (s *Space) warnBadUnwind() {
+	s.unwind.mu.Lock()
+	defer s.unwind.mu.Unlock()
+	mods := slices.SortedFunc(maps.Keys(s.unwind.bad), func(a, b *Module) int { return cmp.Compare(a.Name, b.Name) })
+	for _, m := range mods {
+		b := s.unwind.bad[m]
+		s.opts.Warn(fmt.Errorf("%s: the UNWINDING_INFO of %d functions unwound through is unusable (their callers are found by the frame pointer); the first: %w", m.Name, b.n, b.first))
+	}
+	s.unwind.bad = nil
 }
