@@ -4,9 +4,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // guarded returns g serving "inside" to whoever it lets through.
@@ -129,4 +132,66 @@ func readBody(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestServeGuarded: Serve listens on loopback when given no host, and
+// lets in only requests that name it and bring the token, or the cookie
+// the token's first request set, with which the interface's own links work.
+func TestServeGuarded(t *testing.T) {
+	p := sourceProfile(t, []sourceCase{{fn: "JS:*work", file: "work.js", line: 1}}, "", "")
+	srv := serveTest(t, p, Options{HostPort: ":0"})
+	u, err := url.Parse(srv.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Hostname() != "localhost" {
+		t.Errorf("Serve on :0 gave the URL %s, want localhost", srv.base)
+	}
+	if code, body := fetch(t, srv.base+"/ui/top"); code != http.StatusForbidden {
+		t.Errorf("no token: %d, want 403:\n%s", code, body)
+	}
+	// Another local address of the host: not served.
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipnet, ok := a.(*net.IPNet); ok && !ipnet.IP.IsLoopback() && ipnet.IP.To4() != nil {
+				if c, err := net.DialTimeout("tcp", net.JoinHostPort(ipnet.IP.String(), u.Port()), 5*time.Second); err == nil {
+					c.Close()
+					t.Errorf("Serve on :0 answers on %s", ipnet.IP)
+				}
+				break
+			}
+		}
+	}
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Jar: jar}
+	for _, c := range []struct {
+		name, url, host string
+		want            int
+	}{
+		{"token", srv.at("/ui/"), "", http.StatusOK},
+		{"cookie", srv.base + "/ui/top", "", http.StatusOK},
+		{"cookie, source view", srv.base + "/ui/source?f=work", "", http.StatusOK},
+		{"rebound name", srv.base + "/ui/top", "rebind.evil.example:" + u.Port(), http.StatusMisdirectedRequest},
+		{"rebound name with the token", srv.at("/ui/top"), "rebind.evil.example:" + u.Port(), http.StatusMisdirectedRequest},
+	} {
+		req, err := http.NewRequest(http.MethodGet, c.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readBody(t, resp)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: GET %s (Host %q): %s, want %d:\n%s", c.name, c.url, c.host, resp.Status, c.want, body)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"flag"
@@ -356,5 +357,46 @@ func TestFlameGraphNames(t *testing.T) {
 	t.Logf("%d boxes drawn; whole JavaScript names among them: %v", len(boxText.FindAllString(dom, -1)), slices.Sorted(maps.Keys(drawn)))
 	if len(drawn) < 3 {
 		t.Errorf("the flame graph draws %d of the workload's named functions by their names (%v), want 3 or more", len(drawn), drawn)
+	}
+}
+
+// TestOpenBrowser: the browser Serve opens shows the interface, let in by
+// the token of a page it is sent to, which it never gets on its command
+// line (where every local user reads it).
+func TestOpenBrowser(t *testing.T) {
+	browser := fixtures.LookPath(t, "chromium")
+	dir := t.TempDir()
+	args, dom := filepath.Join(dir, "args"), filepath.Join(dir, "dom")
+	script := filepath.Join(dir, "browser")
+	flags := strings.Join(slices.Concat(fixtures.ChromiumFlags(t), []string{"--virtual-time-budget=10000", "--dump-dom"}), " ")
+	text := fmt.Sprintf("#!/bin/sh\necho \"$@\" > %s\n%s %s \"$@\" > %s.part 2>%s.err; mv %s.part %s\n", args, browser, flags, dom, dom, dom, dom)
+	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", script)
+	p := sourceProfile(t, []sourceCase{{fn: "JS:*openedWork", file: "work.js", line: 1}}, "", "")
+	srv := serveTest(t, p, Options{OpenBrowser: true})
+	deadline := time.Now().Add(2 * time.Minute)
+	var page []byte
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(dom); err == nil {
+			page = b
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if page == nil {
+		stderr, _ := os.ReadFile(dom + ".err")
+		t.Fatalf("the browser wrote no page in 2 minutes:\n%s", stderr)
+	}
+	if !bytes.Contains(page, []byte("openedWork")) {
+		t.Errorf("the browser's page does not show the profile:\n%s", page)
+	}
+	argv, err := os.ReadFile(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(argv, []byte(srv.token)) || !bytes.Contains(argv, []byte("file://")) {
+		t.Errorf("the browser was started with %q: want a file, not the token", argv)
 	}
 }
