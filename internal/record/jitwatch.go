@@ -807,7 +807,8 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 		size = t.wholeRecords(size)
 	}
 	for t.off < size {
-		n, err := t.src.ReadAt(w.buf[:min(int64(len(w.buf)), size-t.off)], t.off)
+		ask := min(int64(len(w.buf)), size-t.off)
+		n, err := t.src.ReadAt(w.buf[:ask], t.off)
 		chunk := w.buf[:n]
 		if t.times != nil && (w.live && !final || cut) {
 			// Whole lines only: a reader of the live copy, or of one
@@ -840,7 +841,7 @@ func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
 			t.lines = lines
 			t.off += int64(len(chunk))
 		}
-		if err != nil || len(chunk) < n {
+		if err != nil || int64(n) < ask {
 			break // cut short meanwhile: the rest at the next look
 		}
 	}
@@ -928,11 +929,23 @@ func (w *JITWatcher) finish(p *watchedProc) {
 		}
 		w.copy(t, clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME), true)
 		t.src.Close()
+		// A file refused before anything of it was copied leaves no
+		// copy: an empty one would stand for it in the report.
+		empty := t.done && t.off == 0
 		for _, f := range []struct {
 			tmp *os.File
 			dst string
 		}{{t.out, t.dst}, {t.times, t.timesDst}} {
 			if f.tmp == nil {
+				continue
+			}
+			if empty {
+				f.tmp.Close()
+				if w.live {
+					os.Remove(f.dst) // written in place
+				} else {
+					os.Remove(f.tmp.Name())
+				}
 				continue
 			}
 			if w.live {
