@@ -479,7 +479,7 @@ func extract(ctx context.Context, path, tmp string, lim limits) (*Extracted, err
 			return fail(fmt.Errorf("%s: %d bytes, more than a member may hold (%d)", h.Name, h.Size, lim.member))
 		}
 		if unpacked += h.Size + memberCost; unpacked > bound {
-			return fail(fmt.Errorf("%s: unpacking it would pass %d bytes, the most an archive of %d bytes unpacks to (%d times its size and %d, at most %d)",
+			return fail(fmt.Errorf("%s: unpacking it would pass %d bytes, the most an archive of %d bytes unpacks to (%d times its size plus %d bytes, and at most %d bytes)",
 				h.Name, bound, size, lim.ratio, lim.floor, lim.total))
 		}
 		to := filepath.Join(dir, h.Name)
