@@ -618,7 +618,14 @@ static int start(JavaVM *vm, char *options, int attaching)
 		return 0;
 	}
 	jvmtiEnv *jvmti = NULL;
-	if ((*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_1_2) != JNI_OK || !jvmti) {
+	jint got = (*vm)->GetEnv(vm, (void **)&jvmti, JVMTI_VERSION_1_2);
+	if (got == JNI_EDETACHED && attaching) {
+		/* HotSpot starts its attach listener before JVMTI's live phase,
+		 * and GetEnv fails until then: the attacher (jitprof's hotspot
+		 * package) takes this code for "too early" and tries again. */
+		return JNI_EDETACHED;
+	}
+	if (got != JNI_OK || !jvmti) {
 		fprintf(stderr, TAG ": this JVM offers no JVMTI 1.2; no jitdump is written\n");
 		return 0;
 	}

@@ -71,10 +71,10 @@ var (
 	// ErrAttached is a JVM that already writes a jitdump: jitprof's
 	// agent or another maps jit-PID.dump.
 	ErrAttached = errors.New("the JVM already writes a jitdump")
-	// ErrNotReady is a JVM that does not catch SIGQUIT (yet: it is
-	// starting; or it runs with -Xrs and without a listener): the
-	// signal would kill it.
-	ErrNotReady = errors.New("the JVM does not catch SIGQUIT, so it cannot be asked to start its attach listener")
+	// ErrNotReady is a JVM still starting: it does not catch SIGQUIT yet
+	// (the signal would kill it; or it never will, run with -Xrs and
+	// without a listener), or its JVMTI is not live yet.
+	ErrNotReady = errors.New("the JVM is not ready to attach")
 	// ErrNoListener is a JVM whose socket did not appear in time: run
 	// with -XX:+DisableAttachMechanism, or too busy to answer.
 	ErrNoListener = errors.New("the JVM did not open its attach socket (-XX:+DisableAttachMechanism, or not answering)")
@@ -144,12 +144,37 @@ func load(ctx context.Context, pid uint32, opts Options) error {
 	defer remove()
 	answer, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	reply, err := call(answer, p.Cred, sock, "load", path, "true", opts.Args)
-	if err != nil {
-		return err
+	for {
+		reply, err := call(answer, p.Cred, sock, "load", path, "true", opts.Args)
+		if err != nil {
+			return err
+		}
+		err = loadResult(reply)
+		if le := (*LoadError)(nil); !errors.As(err, &le) || le.Code != jniEDetached {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case <-answer.Done():
+			return fmt.Errorf("%w: JVMTI was still not live after %v", ErrNotReady, opts.timeout())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return loadResult(reply)
+	// The agent maps its dump before Agent_OnAttach returns, but returns
+	// 0 whatever kept it from writing one (said on the JVM's stderr).
+	if err := checkMaps(proc, p); !errors.Is(err, ErrAttached) {
+		return fmt.Errorf("the agent was loaded but maps no jit-%d.dump, so it writes none: why is on the JVM's stderr", p.NSpid)
+	}
+	return nil
 }
+
+// jniEDetached is what jitprof's agent returns from Agent_OnAttach when
+// the JVM, still starting, offers no JVMTI environment yet (GetEnv's
+// JNI_EDETACHED before JVMTI's live phase): HotSpot opens its attach
+// listener before that.
+const jniEDetached = -2
 
 // checkMaps refuses a process that is no HotSpot JVM or that already
 // writes a jitdump.
@@ -204,7 +229,7 @@ func listener(ctx context.Context, proc procfs.FS, p procfs.Process, pidfd, tmp 
 	}
 	if catches, err := catchesQuit(status); err != nil || !catches {
 		if err == nil {
-			err = ErrNotReady
+			err = fmt.Errorf("%w: it does not catch SIGQUIT, which would kill it", ErrNotReady)
 		}
 		return -1, err
 	}

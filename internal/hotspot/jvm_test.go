@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 // library is the JVMTI agent as jitprof hands it out: agents.Library,
 // finding the one `make agents` built for the tests.
 func library(t *testing.T) string {
+	fixtures.RealTier(t, "running java")
 	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
 	lib, err := agents.Library(agents.JVMTI)
 	if err != nil {
@@ -72,46 +74,63 @@ func classes(t *testing.T) string {
 // jvm is the Work workload running in a JVM.
 type jvm struct {
 	cmd    *exec.Cmd
-	pid    uint32
+	pid    uint32 // on this side
+	nspid  uint32 // in its own pid namespace, which names its dump
 	stdout bytes.Buffer
 	stderr bytes.Buffer
 	done   chan error
 }
 
-// startWork runs Work for ms milliseconds with the extra JVM flags, as cmd
-// (made by the caller: root's or the attacker's) says, printing what it
-// compiles (-XX:+PrintCompilation), and waits until it catches SIGQUIT:
-// before, the JVM cannot be asked to attach.
-func startWork(t *testing.T, cmd *exec.Cmd, ms int, flags ...string) *jvm {
+// startWork runs Work for ms milliseconds with the extra JVM flags, its
+// classes in cp, printing what it compiles (-XX:+PrintCompilation), by
+// the command run makes of java's argv (root's, the attacker's, a
+// container's, where the JVM is the command's child: forks), and waits
+// until the JVM catches SIGQUIT: before, it cannot be asked to attach.
+func startWork(t *testing.T, run func(argv ...string) *exec.Cmd, forks bool, cp string, ms int, flags ...string) *jvm {
 	t.Helper()
 	java := fixtures.LookPath(t, "java")
-	cp := classes(t)
-	cmd.Path = java
-	cmd.Args = append(append([]string{"java", "-XX:+PrintCompilation"}, flags...), "-cp", cp, "Work", fmt.Sprint(ms))
+	cmd := run(append(append([]string{java, "-XX:+PrintCompilation"}, flags...), "-cp", cp, "Work", fmt.Sprint(ms))...)
 	j := &jvm{cmd: cmd, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = &j.stdout, &j.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	j.pid = uint32(cmd.Process.Pid)
 	go func() { j.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-j.done
 	})
+	j.pid = uint32(cmd.Process.Pid)
 	for {
+		if forks {
+			children, _ := os.ReadFile(procfs.Host.Path(j.pid, "task", fmt.Sprint(j.pid), "children"))
+			if f := strings.Fields(string(children)); len(f) > 0 {
+				child, err := strconv.ParseUint(f[0], 10, 32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				j.pid, forks = uint32(child), false
+			}
+		}
 		status, err := os.ReadFile(procfs.Host.Path(j.pid, "status"))
 		if err != nil {
 			t.Fatalf("the JVM ended before it caught SIGQUIT: %v\n%s", err, j.stderr.String())
 		}
 		if ok, err := catchesQuit(status); err != nil {
 			t.Fatal(err)
-		} else if ok {
+		} else if ok && !forks {
+			st, err := procfs.ParseStatus(status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j.nspid = st.NSpid
 			return j
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func asRoot(argv ...string) *exec.Cmd { return exec.Command(argv[0], argv[1:]...) }
 
 // wait waits for the JVM to end on its own, as Work does after its time.
 func (j *jvm) wait(t *testing.T) {
@@ -133,7 +152,7 @@ var compiled = regexp.MustCompile(`\bWork::(\w+) \(`)
 // that the JVM said it compiled (-XX:+PrintCompilation), fib among them.
 func checkDump(t *testing.T, j *jvm, dir string) {
 	t.Helper()
-	path := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", j.pid))
+	path := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", j.nspid))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("no dump: %v\n%s", err, j.stderr.String())
@@ -200,7 +219,7 @@ func mappedLibrary(t *testing.T, pid uint32) (string, uint32) {
 // second load is refused, the JVM already writing a dump.
 func TestLoad(t *testing.T) {
 	lib := library(t)
-	j := startWork(t, exec.Command("java"), 3000)
+	j := startWork(t, asRoot, false, classes(t), 3000)
 	dir := t.TempDir()
 	start := time.Now()
 	if err := Load(context.Background(), j.pid, Options{Library: lib, Args: "dir=" + dir}); err != nil {
@@ -226,7 +245,7 @@ func TestLoad(t *testing.T) {
 // within the timeout, and the trigger file is removed.
 func TestDisabled(t *testing.T) {
 	lib := library(t)
-	j := startWork(t, exec.Command("java"), 60_000, "-XX:+DisableAttachMechanism")
+	j := startWork(t, asRoot, false, classes(t), 60_000, "-XX:+DisableAttachMechanism")
 	timeout := time.Second
 	start := time.Now()
 	err := Load(context.Background(), j.pid, Options{Library: lib, Timeout: timeout})
@@ -255,9 +274,11 @@ func TestOtherUser(t *testing.T) {
 	canary := fixtures.NewCanary(t)
 	canaryDir := filepath.Dir(canary.Path)
 	home := attacker.Dir(t)
-	cmd := attacker.Command("java")
-	cmd.Dir = home
-	j := startWork(t, cmd, 3000)
+	j := startWork(t, func(argv ...string) *exec.Cmd {
+		cmd := attacker.Command(argv[0], argv[1:]...)
+		cmd.Dir = home
+		return cmd
+	}, false, classes(t), 3000)
 
 	trigger := fmt.Sprintf("/tmp/.attach_pid%d", j.pid)
 	plant(t, attacker, canary.Path, trigger)
@@ -301,4 +322,48 @@ func plant(t *testing.T, attacker fixtures.Attacker, target, link string) {
 		t.Fatalf("planting %s: %v\n%s", link, err, out)
 	}
 	t.Cleanup(func() { os.Remove(link) })
+}
+
+// TestContainer: a JVM in a container of an ordinary user (its own user,
+// pid and mount namespaces, its own /tmp; root inside is the user outside)
+// is attached: the trigger, the library and the socket are the
+// container's, in its /tmp, and root on this side, which the container's
+// user namespace does not map, connects as the container's root, its
+// user.
+func TestContainer(t *testing.T) {
+	lib := library(t)
+	attacker := fixtures.NewAttacker(t)
+	unshare := fixtures.LookPath(t, "unshare")
+	dir := attacker.Dir(t)
+	class, err := os.ReadFile(filepath.Join(classes(t), "Work.class"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Work.class"), class, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// dir, which the container's own /tmp hides, is its /srv: the
+	// classes are read, and the dump written, there.
+	const script = `mount --bind "$0" /srv && mount -t tmpfs tmpfs /tmp && cd /srv && exec "$@"`
+	j := startWork(t, func(argv ...string) *exec.Cmd {
+		return attacker.Command(unshare, append([]string{"--user", "--map-root-user", "--pid", "--mount", "--fork", "sh", "-c", script, dir}, argv...)...)
+	}, true, "/srv", 3000)
+	if j.nspid == j.pid {
+		t.Fatalf("the JVM's pid %d is the same in its namespace: no container", j.pid)
+	}
+	start := time.Now()
+	if err := Load(context.Background(), j.pid, Options{Library: lib, Args: "dir=/srv"}); err != nil {
+		t.Fatalf("%v\n%s", err, j.stderr.String())
+	}
+	t.Logf("attached in %v", time.Since(start))
+	line, owner := mappedLibrary(t, j.pid)
+	if owner != attacker.Uid {
+		t.Errorf("the copy of the library is uid %d's, not the container's root (%d)", owner, attacker.Uid)
+	}
+	copied := strings.TrimSuffix(strings.Fields(line)[5], "/"+libraryName)
+	if _, err := os.Lstat(copied); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the library's directory %s is in this side's /tmp, not the container's: %v", copied, err)
+	}
+	j.wait(t)
+	checkDump(t, j, dir)
 }

@@ -70,7 +70,7 @@ func readReply(r io.Reader) (Reply, error) {
 	}
 	status, perr := strconv.Atoi(strings.TrimSuffix(line, "\n"))
 	if perr != nil {
-		return Reply{}, fmt.Errorf("the reply's status %q is not a number", truncate(line))
+		return Reply{}, fmt.Errorf("the reply's status %s is not a number", truncate(line))
 	}
 	text, err := io.ReadAll(br)
 	if err != nil {
