@@ -85,10 +85,7 @@ type Options struct {
 	// JITCopyMaxBytes bounds the disk the copies of perf maps and
 	// containers' dumps use (record.WatchJITLive); 0: no bound.
 	JITCopyMaxBytes int64
-	// Force reads perf maps and dumps their process's owner or root does
-	// not own, as perf's -f.
-	Force bool
-	Log   func(string)
+	Log             func(string)
 }
 
 // Status is the agent's counters, as the status file gives them.
@@ -220,7 +217,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// Perf maps copied as they grow, timed, and containers' dumps copied
 	// while their processes live, beside the windows, where perfprof
 	// looks first (jitsources.SearchDirs).
-	jit := record.WatchJITLive(dir, o.Pids, record.WatchOptions{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Log})
+	jit := record.WatchJITLive(dir, o.Pids, o.JITCopyMaxBytes, o.Log)
 	defer jit.Stop()
 	s.c.jit = jit
 	var sinks []sink
@@ -238,7 +235,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
-	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(dir, o.Force), jit: jit, dir: dir, stopping: make(chan struct{})}
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), jit: jit, dir: dir, stopping: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, sk := range sinks {
 		wg.Go(sk.run)
@@ -277,6 +274,9 @@ type sampler struct {
 	// full is the error of the window's write that found the disk full:
 	// the window is cut there (salvage).
 	full error
+	// written counts the bytes of the records written into the window,
+	// the room the next is likely to need.
+	written int64
 }
 
 // drainEvery bounds how long records wait in the ring buffers: the
@@ -350,7 +350,7 @@ func (s *sampler) begin(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	s.w = w
+	s.w, s.written = w, 0
 	s.cur = &window{seq: s.seq, path: path, start: now}
 	return s.tr.records(w.WriteRecord)
 }
@@ -366,6 +366,7 @@ func (s *sampler) add(rec []byte) error {
 		// records are still read for the processes' state.
 		s.full = cmp.Or(s.full, err)
 	}
+	s.written += int64(len(rec))
 	switch t := perfdata.RecordType(binary.LittleEndian.Uint32(rec)); t {
 	case perfdata.TypeSample:
 		s.c.samples.Add(1)
@@ -408,13 +409,19 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	s.c.kept.Store(&kept)
 	s.c.windows.Add(1)
 	s.c.writeStatus(s.o.Status)
-	if s.full != nil {
-		if !s.salvage() {
+	// A full disk shows at a write of the window, or only at Close,
+	// which flushes its buffer.
+	closed, err := false, s.full
+	if err == nil {
+		closed, err = true, s.w.Close()
+	}
+	if diskFull(err) {
+		if !s.salvage(err, closed) {
 			s.c.skipped.Add(1)
 			s.c.jit.Drop(w.exited)
 			w = nil
 		}
-	} else if err := s.w.Close(); err != nil {
+	} else if err != nil {
 		return err
 	}
 	s.w = nil
@@ -436,31 +443,33 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	return s.begin(now)
 }
 
-// salvage ends the current window on a full disk: what reached the disk
-// whole is kept as the window, and with --keep-windows the oldest windows
-// kept make room for the next. It tells whether anything of the window was
-// kept.
-func (s *sampler) salvage() bool {
-	cause := s.full
+// salvage ends the current window on a full disk, cause: unless Close
+// already failed (closed), and removed it, what reached the disk whole is
+// kept as the window; with --keep-windows the oldest windows kept make room
+// for the next. It tells whether anything of the window was kept.
+func (s *sampler) salvage(cause error, closed bool) bool {
 	s.full = nil
-	kept := s.w.Salvage()
+	var kept error
+	if closed {
+		kept = errors.New("closing it removed it")
+	} else {
+		kept = s.w.Salvage()
+	}
 	if kept != nil {
-		s.o.Log(fmt.Sprintf("window %d dropped: %v; and keeping what reached the disk: %v", s.cur.seq, cause, kept))
+		s.o.Log(fmt.Sprintf("window %d dropped: %v (%v)", s.cur.seq, cause, kept))
 	} else {
 		s.o.Log(fmt.Sprintf("window %d cut short at its last whole record: %v", s.cur.seq, cause))
 	}
 	if s.o.KeepWindows != "" {
-		need := int64(1)
-		if fi, err := os.Stat(s.cur.path); err == nil {
-			need = max(need, fi.Size())
-		}
-		s.makeRoom(need)
+		s.makeRoom(max(s.written, 1))
 	}
 	return kept == nil
 }
 
 // makeRoom removes the oldest windows kept, of those the symbolizer is done
-// with, until need bytes are freed, and says so.
+// with, and says so: a tenth of them, so that the disk does not fill again
+// at the next window, or more until need bytes are freed (what the window
+// the disk filled in wrote).
 func (s *sampler) makeRoom(need int64) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -470,29 +479,31 @@ func (s *sampler) makeRoom(need int64) {
 	type kept struct {
 		seq  int64
 		name string
+		size int64
 	}
 	var old []kept
 	read := s.c.read.Load()
 	for _, e := range entries {
 		var seq, start int64
-		if n, _ := fmt.Sscanf(e.Name(), windowScan, &seq, &start); n == 2 && e.Type().IsRegular() && seq <= read {
-			old = append(old, kept{seq, e.Name()})
+		if n, _ := fmt.Sscanf(e.Name(), windowScan, &seq, &start); n != 2 || !e.Type().IsRegular() || seq > read {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			old = append(old, kept{seq, e.Name(), fi.Size()})
 		}
 	}
 	slices.SortFunc(old, func(a, b kept) int { return cmp.Compare(a.seq, b.seq) })
 	var removed int
 	var freed int64
 	for _, k := range old {
-		if freed >= need {
+		if freed >= need && removed >= len(old)/10 {
 			break
 		}
-		path := filepath.Join(s.dir, k.name)
-		fi, err := os.Stat(path)
-		if err != nil || os.Remove(path) != nil {
+		if os.Remove(filepath.Join(s.dir, k.name)) != nil {
 			continue
 		}
 		removed++
-		freed += fi.Size()
+		freed += k.size
 	}
 	s.o.Log(fmt.Sprintf("%s: disk full: removed the %d oldest windows kept (%d bytes) to make room", s.dir, removed, freed))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -365,5 +366,57 @@ func TestOutputModes(t *testing.T) {
 			}
 			canaryIntact(t, canary, before)
 		})
+	}
+}
+
+// TestKeepWindowsDiskFull: with --keep-windows on a disk that fills, the
+// agent goes on: the window the disk filled in is cut at its last whole
+// record, the oldest windows kept make room, and later windows are
+// profiled.
+func TestKeepWindowsDiskFull(t *testing.T) {
+	fixtures.RealTier(t, "sampling with perf_event_open")
+	keep := fixtures.SmallFS(t, 256<<10)
+	var logs logLines
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	status := filepath.Join(t.TempDir(), "status.json")
+	go func() {
+		_, err := Run(ctx, Options{Freq: 999, Pids: []int{os.Getpid()}, Window: 200 * time.Millisecond,
+			KeepWindows: keep, Status: status, Log: logs.log})
+		done <- err
+	}()
+	// Busy, to be sampled, until the disk has filled and been made room
+	// in twice, and ten windows more.
+	made := regexp.MustCompile(`removed the [1-9]\d* oldest windows kept`)
+	var windows, until int64
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline) && (until == 0 || windows < until); {
+		for spin := time.Now(); time.Since(spin) < 50*time.Millisecond; {
+		}
+		if b, err := os.ReadFile(status); err == nil {
+			var st Status
+			if json.Unmarshal(b, &st) == nil {
+				windows = st.Windows
+			}
+		}
+		if until == 0 && len(made.FindAllString(logs.String(), -1)) >= 2 {
+			until = windows + 10
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("the agent stopped on a full disk: %v\n%s", err, &logs)
+	}
+	if n := len(made.FindAllString(logs.String(), -1)); n < 2 {
+		t.Fatalf("room made %d times, want 2; log:\n%s", n, &logs)
+	}
+	// Which of the two a window meets depends on whether the disk filled
+	// before or at the flush of its buffer.
+	if !regexp.MustCompile(`window \d+ (dropped|cut short at its last whole record)`).MatchString(logs.String()) {
+		t.Errorf("no window said to end on the full disk:\n%s", &logs)
+	}
+	// Of the ten windows at least after room was made twice, most were
+	// profiled.
+	if st := readStatus(t, status); st.Profiled < until-5 {
+		t.Errorf("%d windows profiled of %d, room made twice by window %d; log:\n%s", st.Profiled, st.Windows, until-10, &logs)
 	}
 }
