@@ -85,7 +85,10 @@ type Options struct {
 	// JITCopyMaxBytes bounds the disk the copies of perf maps and
 	// containers' dumps use (record.WatchJITLive); 0: no bound.
 	JITCopyMaxBytes int64
-	Log             func(string)
+	// Force reads perf maps and dumps their process's owner or root does
+	// not own, as perf's -f.
+	Force bool
+	Log   func(string)
 }
 
 // Status is the agent's counters, as the status file gives them.
@@ -217,7 +220,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// Perf maps copied as they grow, timed, and containers' dumps copied
 	// while their processes live, beside the windows, where perfprof
 	// looks first (jitsources.SearchDirs).
-	jit := record.WatchJITLive(dir, o.Pids, o.JITCopyMaxBytes, o.Log)
+	jit := record.WatchJITLive(dir, o.Pids, record.WatchOptions{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Log})
 	defer jit.Stop()
 	s.c.jit = jit
 	var sinks []sink
@@ -235,7 +238,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	host, _ := os.Hostname()
-	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(), jit: jit, dir: dir, stopping: make(chan struct{})}
+	sym := &symbolizer{o: o, c: &s.c, host: host, sinks: sinks, keep: o.KeepWindows != "", dumps: newDumpWatch(dir, o.Force), jit: jit, dir: dir, stopping: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, sk := range sinks {
 		wg.Go(sk.run)
