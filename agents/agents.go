@@ -112,11 +112,12 @@ func extractDirs(root bool) []string {
 }
 
 // extractDirMode is the mode of the directory the agents are extracted
-// into. A user's JVM runs as that user, so theirs is private (0700). Root's
-// is 0755: the command root records may run its JVM as another user (sudo
-// -u, a service dropping privileges), which must be able to load the
-// library, and readable is safe where only root can write (the files are
-// 0444 and root's, the directories root's and 0755 up to /).
+// into. jitprof record runs its command as jitprof's own user, so a user's
+// JVM runs as that user and theirs is private (0700). Root's is 0755: the
+// command root records may itself run its JVM as another user (sudo -u, a
+// service dropping privileges), which must be able to load the library,
+// and readable is safe where only root can write (the files are 0444 and
+// root's, the directories root's and 0755 up to /).
 func extractDirMode(euid int) uint32 {
 	if euid == 0 {
 		return 0o755
