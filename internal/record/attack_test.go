@@ -317,3 +317,95 @@ func diskUse(t *testing.T, dir string) int64 {
 	})
 	return total
 }
+
+// container starts, as the attacker, a container of its own (user, mount
+// and pid namespaces) whose /tmp is a tmpfs where plant (a shell command)
+// makes /tmp/perf-1.map, the perf map of its pid 1; it returns once that
+// is done, with the container's host pid, ended with the test.
+func container(t *testing.T, a fixtures.Attacker, plant string) int {
+	t.Helper()
+	unshare := fixtures.LookPath(t, "unshare")
+	cmd := a.Command(unshare, "-Urm", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
+		"mount -t tmpfs tmpfs /tmp && "+plant+" && echo ready && exec sleep 60")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	b := make([]byte, 6)
+	if n, _ := out.Read(b); string(b[:n]) != "ready\n" {
+		fixtures.Missing(t, "the attacker's container did not start (user namespaces refused?): %q", b[:n])
+	}
+	return cmd.Process.Pid
+}
+
+// plants are the traps a container's owner sets at its perf map's name.
+func plants(c fixtures.Canary) []struct{ name, plant, refuse string } {
+	return []struct{ name, plant, refuse string }{
+		{"symlink", "ln -s " + c.Path + " /tmp/perf-1.map", "too many levels of symbolic links"},
+		{"FIFO", "mkfifo /tmp/perf-1.map", "not a regular file"},
+		{"sparse", "truncate -s 1G /tmp/perf-1.map", "sparse"},
+	}
+}
+
+// TestRecordAllContainerAttacks: record -a beside a container whose owner
+// made its perf map a symlink to a root-only file, a FIFO or a sparse
+// gigabyte: the recording ends on time with its perf.data, the canary
+// reaches neither the recording's directory nor the notes, the disk holds
+// no gigabyte, and the copies made are 0600.
+func TestRecordAllContainerAttacks(t *testing.T) {
+	fixtures.RealTier(t, "record -a beside an attacker's container")
+	a := fixtures.NewAttacker(t)
+	canary := fixtures.NewCanary(t)
+	for _, tc := range plants(canary) {
+		t.Run(tc.name, func(t *testing.T) {
+			container(t, a, tc.plant)
+			dir := t.TempDir()
+			var notes notebook
+			const duration = time.Second
+			begin := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				_, err := Run(t.Context(), Options{Output: filepath.Join(dir, "perf.data"), Freq: 99, AllCPUs: true,
+					Duration: duration, Note: notes.add})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(duration + 5*time.Second):
+				t.Fatalf("record -a did not end within --duration + 5 s")
+			}
+			t.Logf("recorded in %v; notes:\n%s", time.Since(begin), notes.text())
+			canary.Absent(t, notes.bytes(), dir)
+			if !strings.Contains(notes.text(), tc.refuse) {
+				t.Errorf("no note says the container's perf map was refused (%q)", tc.refuse)
+			}
+			if du := diskUse(t, dir); du > 200<<20 {
+				t.Errorf("the recording's directory takes %d bytes of disk", du)
+			}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				fi, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Name() != "perf.data" && fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v, want 0600", e.Name(), fi.Mode().Perm())
+				}
+				if strings.HasSuffix(e.Name(), ".tmp") {
+					t.Errorf("%s: a temporary file left", e.Name())
+				}
+			}
+		})
+	}
+}
