@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,14 +217,30 @@ func buildJitprof(t testing.TB) string {
 	return bin
 }
 
-// timed runs argv and returns its wall time and standard error.
+// timedBound bounds one timed run; they take seconds.
+const timedBound = 5 * time.Minute
+
+// timed runs argv and returns its wall time and standard error. A run
+// still going after timedBound is stopped with SIGQUIT, sent to its process
+// group so that jitprof gets it under GNU time too, and the test fails
+// with its standard error, which then ends with the stack of each of
+// jitprof's goroutines.
 func timed(t testing.TB, argv ...string) (time.Duration, string) {
 	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), timedBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	begin := time.Now()
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s: still running after %v, stopped with SIGQUIT: %v\n%s", strings.Join(argv, " "), timedBound, err, stderr.String())
+	}
+	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
 	}
 	return time.Since(begin), stderr.String()

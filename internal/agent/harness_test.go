@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,24 +257,66 @@ func readStatus(t *testing.T, path string) Status {
 	return s
 }
 
-// program is a workload started by a test, stopped at its end.
+// A program a test starts is stopped this long before the test binary's
+// -timeout (or a tenth of the time left, when that is less): go test's
+// alarm would end the binary without running cleanups, the program's output
+// lost and the program left running.
+const beforeTimeout = time.Minute
+
+// interrupted bounds how long a program takes to exit once interrupted: the
+// agent sends its last windows within seconds.
+const interrupted = 2 * time.Minute
+
+// program is a workload or the agent, started by a test and stopped at its
+// end. One still running at its deadline, or after interrupt, is stopped
+// with SIGQUIT, and the test fails with its output: a Go program's (the
+// agent's) then ends with the stack of each goroutine, where it hung.
 type program struct {
-	cmd *exec.Cmd
-	out strings.Builder
+	cmd  *exec.Cmd
+	out  strings.Builder // read once it has exited
+	stop context.CancelCauseFunc
+	quit string        // why it was stopped with SIGQUIT, if it was
+	done chan struct{} // closed once it has exited, err set
+	err  error
 }
 
 func start(t *testing.T, dir string, argv ...string) *program {
 	t.Helper()
-	p := &program{cmd: exec.Command(argv[0], argv[1:]...)}
+	ctx, stop := context.WithCancelCause(context.Background())
+	endDeadline := func() {}
+	if deadline, ok := t.Deadline(); ok {
+		before := min(beforeTimeout, time.Until(deadline)/10)
+		ctx, endDeadline = context.WithDeadlineCause(ctx, deadline.Add(-before),
+			fmt.Errorf("still running %v before the test binary's -timeout", before.Round(time.Second)))
+	}
+	p := &program{cmd: exec.CommandContext(ctx, argv[0], argv[1:]...), stop: stop, done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.Cancel = func() error {
+		err := p.cmd.Process.Signal(syscall.SIGQUIT)
+		if err == nil {
+			p.quit = context.Cause(ctx).Error()
+		}
+		return err
+	}
+	// Then it is killed: a JVM only prints its threads' stacks.
+	p.cmd.WaitDelay = 10 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() {
+		p.err = p.cmd.Wait()
+		if p.quit != "" {
+			t.Errorf("%s: %s: stopped with SIGQUIT: %v; its output:\n%s", strings.Join(argv, " "), p.quit, p.err, p.out.String())
+		}
+		close(p.done)
+	}()
 	pid := p.cmd.Process.Pid
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
-		p.cmd.Wait()
+		<-p.done
+		stop(nil)
+		endDeadline()
 		// Erlang writes its dump and perf map in /tmp, whatever its
 		// directory.
 		os.Remove(filepath.Join("/tmp", "jit-"+strconv.Itoa(pid)+".dump"))
@@ -289,12 +332,21 @@ func start(t *testing.T, dir string, argv ...string) *program {
 func (p *program) interrupt(t *testing.T) {
 	t.Helper()
 	p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(interrupted):
+		p.stop(fmt.Errorf("still running %v after SIGINT", interrupted))
+	}
 	p.wait(t)
 }
 
 func (p *program) wait(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("%s: %v\n%s", p.cmd.Path, err, p.out.String())
+	<-p.done
+	if p.quit != "" {
+		t.FailNow() // said when it was stopped
+	}
+	if p.err != nil {
+		t.Fatalf("%s: %v\n%s", p.cmd.Path, p.err, p.out.String())
 	}
 }
