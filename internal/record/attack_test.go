@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,6 +408,67 @@ func TestRecordAllContainerAttacks(t *testing.T) {
 					t.Errorf("%s: a temporary file left", e.Name())
 				}
 			}
+		})
+	}
+}
+
+// TestSignalsBesideFIFO: jitprof record -a and jitprof agent, beside a
+// container whose perf map is a FIFO, end within 2 s of SIGINT or SIGTERM
+// (the test allows 5 on a loaded machine) and leave no temporary file.
+func TestSignalsBesideFIFO(t *testing.T) {
+	fixtures.RealTier(t, "signals to jitprof record and agent")
+	a := fixtures.NewAttacker(t)
+	container(t, a, "mkfifo /tmp/perf-1.map")
+	bin := filepath.Join(t.TempDir(), "jitprof")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof").CombinedOutput(); err != nil {
+		t.Fatalf("building jitprof: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+		sig  syscall.Signal
+	}{
+		{"record -a, SIGINT", func(dir string) []string {
+			return []string{"record", "-a", "-F", "99", "-o", filepath.Join(dir, "perf.data")}
+		}, syscall.SIGINT},
+		{"record -a, SIGTERM", func(dir string) []string {
+			return []string{"record", "-a", "-F", "99", "-o", filepath.Join(dir, "perf.data")}
+		}, syscall.SIGTERM},
+		{"agent, SIGINT", func(dir string) []string {
+			return []string{"agent", "--window", "1s", "--pprof-dir", filepath.Join(dir, "pprof"), "--keep-windows", filepath.Join(dir, "windows")}
+		}, syscall.SIGINT},
+		{"agent, SIGTERM", func(dir string) []string {
+			return []string{"agent", "--window", "1s", "--pprof-dir", filepath.Join(dir, "pprof"), "--keep-windows", filepath.Join(dir, "windows")}
+		}, syscall.SIGTERM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(bin, tc.args(dir)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Long enough to be past the first looks at the FIFO.
+			time.Sleep(1500 * time.Millisecond)
+			cmd.Process.Signal(tc.sig)
+			sent := time.Now()
+			select {
+			case err := <-exited:
+				t.Logf("exited %v after the signal (%v); stderr:\n%s", time.Since(sent), err, stderr.String())
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("still running 5 s after %v; stderr:\n%s", tc.sig, stderr.String())
+			}
+			filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && strings.HasSuffix(path, ".tmp") {
+					t.Errorf("%s: a temporary file left", path)
+				}
+				return nil
+			})
 		})
 	}
 }
