@@ -2,6 +2,8 @@ package perfprof
 
 import (
 	"cmp"
+	"path"
+	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -19,8 +21,10 @@ import (
 // shows (PerfName).
 //
 // A V8 function without a name (a script's top level, an anonymous
-// function, eval'd code) is named by its place alone: its Name stays the
-// V8 name, so that two of them are not merged into one "JS:*".
+// function, eval'd code) is named as V8's and Chrome's DevTools name it,
+// with its place so that two of them are not merged into one:
+// "JS:*(anonymous) main.js:1:1" (pprof's flame graph would show the V8 name
+// "JS:* /app/main.js:1:1" as "js:1:1").
 //
 // Erlang ("w:fib/1"), Java ("java.util.HashMap.get(java.lang.Object)"),
 // PHP ("TRACE-1$fib$2") and LLVM names embed no path and are left alone:
@@ -50,8 +54,15 @@ func splitV8(raw string) (sourceName, bool) {
 		return sourceName{}, false
 	}
 	sn := sourceName{name: n.Function(), file: n.Script, line: n.Line, column: n.Column}
-	if strings.TrimLeft(n.Name, "*^~+-") == "" {
-		sn.name = raw // no name but its place
+	if n.Name == "" {
+		place := ":" + strconv.FormatInt(n.Line, 10)
+		if n.Column > 0 {
+			place += ":" + strconv.FormatInt(n.Column, 10)
+		}
+		if n.Script != "" {
+			place = path.Base(n.Script) + place
+		}
+		sn.name = n.Tag + n.Tier + "(anonymous) " + place
 	}
 	return sn, true
 }

@@ -1,6 +1,7 @@
 package perfprof
 
 import (
+	"path"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,10 +26,12 @@ var splitCases = []struct {
 	// Eval'd code has no script.
 	{"JS:*evaldSum :1:19", sourceName{"JS:*evaldSum", "", 1, 19}},
 	{"JS:*get x :1:5", sourceName{"JS:*get x", "", 1, 5}},
-	// Without a function name the V8 name stays whole.
-	{"JS:* /app/main.js:1:1", sourceName{"JS:* /app/main.js:1:1", "/app/main.js", 1, 1}},
-	{"Eval:~ node:internal/main/run_main_module:1:1", sourceName{"Eval:~ node:internal/main/run_main_module:1:1", "node:internal/main/run_main_module", 1, 1}},
-	{"Eval:~ :1:1", sourceName{"Eval:~ :1:1", "", 1, 1}},
+	// Without a function name, named as DevTools names it, with its place.
+	{"JS:* /app/main.js:1:1", sourceName{"JS:*(anonymous) main.js:1:1", "/app/main.js", 1, 1}},
+	{"JS:o*' file:///app/m.mjs:3:9", sourceName{"JS:o*'(anonymous) m.mjs:3:9", "file:///app/m.mjs", 3, 9}},
+	{"Eval:~ node:internal/main/run_main_module:1:1", sourceName{"Eval:~(anonymous) run_main_module:1:1", "node:internal/main/run_main_module", 1, 1}},
+	{"Eval:~ :1:1", sourceName{"Eval:~(anonymous) :1:1", "", 1, 1}},
+	{"LazyCompile:~ /x.js:2", sourceName{"LazyCompile:~(anonymous) x.js:2", "/x.js", 2, 0}},
 	// Older V8s.
 	{"LazyCompile:*fib /x.js:2", sourceName{"LazyCompile:*fib", "/x.js", 2, 0}},
 	{"LazyCompile:~fib /x.js:2:13", sourceName{"LazyCompile:~fib", "/x.js", 2, 13}},
@@ -93,7 +96,8 @@ func TestPerfName(t *testing.T) {
 }
 
 // FuzzSplitName: a split name is a prefix of the raw name, and a V8 name
-// is its name, script and place put back together.
+// is its name, script and place put back together; a nameless V8 function's
+// name is DevTools' "(anonymous)" and its place.
 func FuzzSplitName(f *testing.F) {
 	for _, tc := range splitCases {
 		f.Add(tc.raw)
@@ -103,7 +107,23 @@ func FuzzSplitName(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !strings.HasPrefix(raw, sn.name) || !strings.Contains(raw, sn.file) || sn.line < 0 || sn.column < 0 {
+		if !strings.Contains(raw, sn.file) || sn.line < 0 || sn.column < 0 {
+			t.Fatalf("splitName(%q) = %+v", raw, sn)
+		}
+		if head, place, ok := strings.Cut(sn.name, "(anonymous) "); ok {
+			at := ":" + strconv.FormatInt(sn.line, 10)
+			if sn.column != 0 {
+				at += ":" + strconv.FormatInt(sn.column, 10)
+			}
+			if sn.file != "" {
+				at = path.Base(sn.file) + at
+			}
+			if !strings.HasPrefix(raw, head) || place != at {
+				t.Fatalf("splitName(%q) = %+v", raw, sn)
+			}
+			return
+		}
+		if !strings.HasPrefix(raw, sn.name) {
 			t.Fatalf("splitName(%q) = %+v", raw, sn)
 		}
 		if strings.HasPrefix(raw, "py::") {
@@ -111,9 +131,6 @@ func FuzzSplitName(f *testing.F) {
 				t.Fatalf("splitName(%q) = %+v", raw, sn)
 			}
 			return
-		}
-		if sn.name == raw {
-			return // nameless
 		}
 		back := sn.name + " " + sn.file + ":" + strconv.FormatInt(sn.line, 10)
 		if sn.column != 0 {

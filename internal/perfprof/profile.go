@@ -353,8 +353,12 @@ func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Functi
 	if !ok {
 		return fn, 0
 	}
-	// Name is a prefix of SystemName: no second copy.
-	fn.Name = fn.SystemName[:len(sn.name)]
+	// Name is a prefix of SystemName but for a nameless function's: no
+	// second copy.
+	fn.Name = strings.Clone(sn.name)
+	if strings.HasPrefix(fn.SystemName, sn.name) {
+		fn.Name = fn.SystemName[:len(sn.name)]
+	}
 	fn.Filename = strings.Clone(sn.file)
 	fn.StartLine = sn.line
 	return fn, sn.column

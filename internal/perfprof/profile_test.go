@@ -132,7 +132,7 @@ func TestSplitNames(t *testing.T) {
 	}
 	wants := map[string]want{
 		"JS:*flatMap /app/node_modules/ts.lib/_tsc.js:237:17":          {"JS:*flatMap", "/app/node_modules/ts.lib/_tsc.js", 237, 238, 0},
-		"JS:* /app/main.js:1:1":                                        {"JS:* /app/main.js:1:1", "/app/main.js", 1, 1, 1},
+		"JS:* /app/main.js:1:1":                                        {"JS:*(anonymous) main.js:1:1", "/app/main.js", 1, 1, 1},
 		"JS:*evaldSum :1:19":                                           {"JS:*evaldSum", "", 1, 1, 19},
 		"JS:*get total /app/my dir/a.js:11:12":                         {"JS:*get total", "/app/my dir/a.js", 11, 11, 12},
 		"JS:~Module._compile node:internal/modules/cjs/loader:1483:37": {"JS:~Module._compile", "node:internal/modules/cjs/loader", 1483, 1483, 37},
