@@ -177,15 +177,18 @@ func (s *summary) packageEnded(e event, p *pkg) {
 		return
 	}
 	lines := texts(p.pending)
+	timeout, fatal := firstWith(lines, "panic: test timed out"), firstWith(lines, "fatal error: ")
 	how := ""
 	switch {
 	case e.FailedBuild != "":
 		how = "build failed"
 		lines = s.builds[e.FailedBuild]
-	case firstWith(lines, "panic: test timed out") >= 0:
-		how = strings.TrimPrefix(strings.TrimSpace(lines[firstWith(lines, "panic: test timed out")]), "panic: test ")
-	case firstWith(lines, "panic: ") >= 0 || firstWith(lines, "fatal error: ") >= 0:
+	case timeout >= 0:
+		how = strings.TrimPrefix(strings.TrimSpace(lines[timeout]), "panic: test ") // "timed out after 20m0s"
+	case firstWith(lines, "panic: ") >= 0:
 		how = "panicked"
+	case fatal >= 0:
+		how = strings.TrimSpace(lines[fatal]) // "fatal error: concurrent map writes"
 	case len(p.running) > 0:
 		how = "the test binary exited"
 	case p.testsFailed > 0:
@@ -250,7 +253,7 @@ func (s *summary) report() {
 }
 
 var (
-	goroutineHeader = regexp.MustCompile(`^goroutine \d+ \[`)
+	goroutineHeader = regexp.MustCompile(`^goroutine \d+ .*\]:$`) // a crash's has gp=, m=
 	framing         = regexp.MustCompile(`^=== (RUN|PAUSE|CONT|NAME) `)
 )
 

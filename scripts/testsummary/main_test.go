@@ -52,6 +52,7 @@ var throwaway = map[string]string{
 	"passes/passes_test.go":    "package passes\n\nimport \"testing\"\n\nfunc TestPasses(t *testing.T) {}\n",
 	"skips/skips_test.go":      "package skips\n\nimport \"testing\"\n\nfunc TestSkips(t *testing.T) { t.Skip(\"nothing to test here\") }\n",
 	"nested/nested_test.go":    "package nested\n\nimport \"testing\"\n\nfunc TestOuter(t *testing.T) {\n\tt.Run(\"inner\", func(t *testing.T) { t.Error(\"inner broke\") })\n}\n",
+	"crashes/crashes_test.go":  "package crashes\n\nimport (\n\t\"runtime/debug\"\n\t\"testing\"\n)\n\nfunc TestCrashes(t *testing.T) {\n\tdebug.SetMaxStack(1 << 16)\n\tdeeper(0)\n}\n\nfunc deeper(n int) int {\n\tvar frame [64]byte\n\treturn deeper(n+1) + int(frame[n%64])\n}\n",
 	"gopanics/gopanic_test.go": "package gopanics\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestGoroutinePanics(t *testing.T) {\n\tgo func() { panic(\"in a goroutine of the test\") }()\n\ttime.Sleep(time.Minute)\n}\n",
 }
 
@@ -149,6 +150,12 @@ func TestFailuresOfEveryKind(t *testing.T) {
 			`^panic: in a goroutine of the test`,
 			`^example.com/throwaway/gopanics.TestGoroutinePanics.func1\(`,
 		}, ""},
+		{"FAIL " + p + "crashes: fatal error: stack overflow in TestCrashes", []string{
+			`^runtime: goroutine stack exceeds 65536-byte limit`,
+			`^fatal error: stack overflow`,
+			`^goroutine \d+ .*\[running\]:`,
+			`^example.com/throwaway/crashes.deeper\(`,
+		}, ""},
 		{"FAIL " + p + "exits: the test binary exited in TestExits", []string{`FAIL\s+example.com/throwaway/exits`}, ""},
 		{"FAIL " + p + "nested TestOuter/inner", []string{`nested_test.go:6: inner broke`}, ""},
 	} {
@@ -179,12 +186,12 @@ func TestFailuresOfEveryKind(t *testing.T) {
 	if _, ok := got["FAIL "+p+"nested TestOuter"]; ok {
 		t.Errorf("TestOuter listed besides its failed subtest:\n%s", summary)
 	}
-	if len(got) != 7 {
-		t.Errorf("%d failures listed, want 7:\n%s", len(got), summary)
+	if len(got) != 8 {
+		t.Errorf("%d failures listed, want 8:\n%s", len(got), summary)
 	}
-	count := regexp.MustCompile(`(?m)^1 passed, 4 failed, 1 skipped; 7 of 9 packages failed: (.*)$`).FindStringSubmatch(summary)
+	count := regexp.MustCompile(`(?m)^1 passed, 4 failed, 1 skipped; 8 of 10 packages failed: (.*)$`).FindStringSubmatch(summary)
 	if count == nil {
-		t.Fatalf("no line \"1 passed, 4 failed, 1 skipped; 7 of 9 packages failed: ...\" in\n%s", summary)
+		t.Fatalf("no line \"1 passed, 4 failed, 1 skipped; 8 of 10 packages failed: ...\" in\n%s", summary)
 	}
 	for _, broken := range []string{"broken (build failed)", "fails (1 failed)", "panics (1 failed)", "nested (2 failed)", "hangs (timed out after 3s in TestHangs)"} {
 		if !strings.Contains(count[1], p+broken) {
