@@ -138,7 +138,7 @@ func TestReportArchiveSignalled(t *testing.T) {
 	}
 	gz, _ := gzip.NewWriterLevel(f, gzip.NoCompression)
 	tw := tar.NewWriter(gz)
-	const bigSize = 256 << 20
+	const bigSize = 64 << 20
 	for _, m := range []struct {
 		name string
 		size int64
