@@ -19,23 +19,23 @@ import (
 // itself, never its path: a path through /proc/PID/root/tmp would be
 // resolved again, and a symlink put there since leads out of the JVM's
 // root.
-func call(ctx context.Context, who foreign.Cred, sock int, command string, args ...string) (Reply, error) {
+func call(ctx context.Context, who foreign.Cred, sock int, command string, args ...string) (reply, error) {
 	req, err := request(command, args...)
 	if err != nil {
-		return Reply{}, err
+		return reply{}, err
 	}
 	conn, err := connect(ctx, who, sock)
 	if err != nil {
-		return Reply{}, err
+		return reply{}, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	if _, err := conn.Write(req); err != nil {
-		return Reply{}, bounded(ctx, fmt.Errorf("sending %s: %w", command, err))
+		return reply{}, bounded(ctx, fmt.Errorf("sending %s: %w", command, err))
 	}
-	reply, err := readReply(conn)
-	return reply, bounded(ctx, err)
+	r, err := readReply(conn)
+	return r, bounded(ctx, err)
 }
 
 // bounded says that err is the context's, when the context ended.

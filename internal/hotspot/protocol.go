@@ -49,8 +49,8 @@ func request(command string, args ...string) ([]byte, error) {
 	return b, nil
 }
 
-// Reply is what the JVM answered to a command.
-type Reply struct {
+// reply is what the JVM answered to a command.
+type reply struct {
 	// Status is the listener's: 0 if the command ran.
 	Status int
 	// Text is the command's output, or why it did not run.
@@ -59,24 +59,24 @@ type Reply struct {
 
 // readReply reads a reply: a status line, then text until the JVM closes
 // the connection, at most maxReply bytes in all.
-func readReply(r io.Reader) (Reply, error) {
+func readReply(r io.Reader) (reply, error) {
 	br := bufio.NewReader(io.LimitReader(r, maxReply))
 	line, err := br.ReadString('\n')
 	if err != nil && (err != io.EOF || line == "") {
 		if err == io.EOF {
-			return Reply{}, errors.New("the JVM closed the connection without a reply")
+			return reply{}, errors.New("the JVM closed the connection without a reply")
 		}
-		return Reply{}, fmt.Errorf("reading the reply's status: %w", err)
+		return reply{}, fmt.Errorf("reading the reply's status: %w", err)
 	}
 	status, perr := strconv.Atoi(strings.TrimSuffix(line, "\n"))
 	if perr != nil {
-		return Reply{}, fmt.Errorf("the reply's status %s is not a number", truncate(line))
+		return reply{}, fmt.Errorf("the reply's status %s is not a number", truncate(line))
 	}
 	text, err := io.ReadAll(br)
 	if err != nil {
-		return Reply{}, fmt.Errorf("reading the reply after status %d: %w", status, err)
+		return reply{}, fmt.Errorf("reading the reply after status %d: %w", status, err)
 	}
-	return Reply{Status: status, Text: string(text)}, nil
+	return reply{Status: status, Text: string(text)}, nil
 }
 
 // LoadError is a load the JVM refused or an agent that failed.
@@ -105,7 +105,7 @@ func (e *LoadError) Error() string {
 // loadResult says whether a reply to load means the agent is loaded and
 // started. Since JDK 9 the text is "return code: N", N being what
 // Agent_OnAttach returned; before, N alone.
-func loadResult(r Reply) error {
+func loadResult(r reply) error {
 	if r.Status != 0 {
 		return &LoadError{Status: r.Status, Text: r.Text}
 	}
