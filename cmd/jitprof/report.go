@@ -14,6 +14,7 @@ import (
 	"github.com/jitprof/jitprof/internal/archive"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/report"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/webui"
 	"github.com/spf13/cobra"
@@ -134,6 +135,9 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	if !s.quiet {
 		for _, res := range results {
 			fmt.Fprintf(stderr, "jitprof: %d of %d %s samples kept, %d in jitted code of %s", res.Kept, res.Samples, res.Event, res.Jitted, count(len(res.Dumps), "dump"))
+			if res.PerfMapped > 0 {
+				fmt.Fprintf(stderr, ", %d named from perf maps", res.PerfMapped)
+			}
 			if res.Lost > 0 {
 				fmt.Fprintf(stderr, "; the kernel lost %d samples", res.Lost)
 			}
@@ -145,6 +149,10 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 				fmt.Fprintf(stderr, "jitprof: %d of the unwound stacks ran past the stack copy their sample holds: their outermost callers are missing "+
 					"(record with a larger copy: --call-graph dwarf,16384)\n", res.CutShort)
 			}
+			for _, u := range res.Unnamed {
+				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in anonymous memory that no jitdump or perf map describes: its JIT's code is unnamed. %s\n",
+					u.Samples, u.Kept, u.Pid, u.Comm, describeHint(u.Comm))
+			}
 			for _, st := range res.Stripped {
 				if st.Samples*20 >= res.Kept { // 5%: worth a package install
 					fmt.Fprintf(stderr, "jitprof: %.1f%% of the samples are in %s, a stripped file, so its functions show as [unknown]; "+
@@ -155,6 +163,17 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 		}
 	}
 	return results, nil
+}
+
+// describeHint says how the runtime a process's name suggests is made to
+// describe its code.
+func describeHint(comm string) string {
+	const any = "A JIT runtime describes its code in a jitdump or in /tmp/perf-PID.map when asked (README: Runtimes); jitprof record -- CMD asks those it knows."
+	r := runtimes.Of("", comm)
+	if r == nil {
+		return any
+	}
+	return fmt.Sprintf("%s describes it when started with %s; jitprof record -- CMD sets that for you.", r.Name, r.Flag)
 }
 
 // setFilter sets the analysis's filter from the flags.

@@ -103,6 +103,20 @@ type Result struct {
 	// Stripped are the stripped ELF files (elfsym.Table.Stripped) on
 	// which kept samples landed without a name, the most first.
 	Stripped []Stripped
+	// PerfMapped counts the kept samples whose leaf a perf map names.
+	PerfMapped int
+	// Unnamed are the processes most of whose kept samples landed in
+	// anonymous memory that no dump or perf map describes (a JIT runtime
+	// that was not asked to describe its code), the most first.
+	Unnamed []Unnamed
+}
+
+// Unnamed is a process whose samples land in anonymous memory no dump or
+// perf map describes: Samples of its Kept.
+type Unnamed struct {
+	Pid           uint32
+	Comm          string
+	Samples, Kept int
 }
 
 // Stripped is a stripped ELF file and how many kept samples landed on it

@@ -195,6 +195,7 @@ func (a *aggregator) result() (*Result, error) {
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Malformed: a.malformed, Cut: a.cut, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
+	res.PerfMapped, res.Unnamed = a.unnamed()
 	a.names = nil
 	err := a.space.Close()
 	a.space, a.frames = nil, nil
@@ -381,6 +382,43 @@ func (a *aggregator) stripped() []Stripped {
 	slices.SortFunc(out, func(x, y Stripped) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Path, y.Path)) })
 	return out
 }
+
+// unnamed counts the kept samples a perf map names, and finds the
+// processes that most of whose samples, and at least minUnnamed of them,
+// landed in anonymous memory nothing describes.
+func (a *aggregator) unnamed() (perfMapped int, procs []Unnamed) {
+	type counts struct {
+		kept, anon int
+		comm       uint32
+	}
+	byPid := make(map[uint32]*counts)
+	for k, tot := range a.stacks {
+		c := byPid[k.pid]
+		if c == nil {
+			c = &counts{comm: k.comm}
+			byPid[k.pid] = c
+		}
+		c.kept += int(tot.count)
+		fr := a.frames[a.nodes[k.node].loc-1]
+		switch {
+		case fr.Module != nil && fr.Module.Kind == symbolize.PerfMap:
+			perfMapped += int(tot.count)
+		case fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Kind == symbolize.Anon:
+			c.anon += int(tot.count)
+		}
+	}
+	for pid, c := range byPid {
+		if c.anon >= minUnnamed && 2*c.anon > c.kept {
+			procs = append(procs, Unnamed{Pid: pid, Comm: a.comms[c.comm], Samples: c.anon, Kept: c.kept})
+		}
+	}
+	slices.SortFunc(procs, func(x, y Unnamed) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Pid, y.Pid)) })
+	return perfMapped, procs
+}
+
+// minUnnamed is the fewest samples in anonymous memory that make a process
+// worth a hint: fewer are a runtime's trampolines, not its JIT.
+const minUnnamed = 20
 
 // dumpPaths returns the paths of the dumps in use in space.
 func dumpPaths(space *symbolize.Space) []string {

@@ -1,0 +1,65 @@
+package perfprof_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/jitdump"
+	"github.com/jitprof/jitprof/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// TestUnnamed: a process whose samples land in anonymous memory no dump or
+// perf map describes is pointed out (a runtime not asked to describe its
+// code); one whose perf map names them is counted as named from it; one
+// with a few such samples (a runtime's trampolines) is left alone.
+func TestUnnamed(t *testing.T) {
+	dir := t.TempDir()
+	const unflagged, mapped, few = synthPid, synthPid + 1, synthPid + 2
+	const anon = 0x50000000
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", mapped)), []byte("50000000 1000 Shares:Alpha (ulong,ulong)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "perf.data")
+	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{synthAttr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := jitdump.Now()
+	hdr := func(typ perfdata.RecordType) perfdata.RecordHeader {
+		return perfdata.RecordHeader{Type: typ, Attr: synthAttr, Misc: perfdata.MiscUser}
+	}
+	var recs []perfdata.Record
+	for _, pid := range []uint32{unflagged, mapped, few} {
+		now++
+		recs = append(recs,
+			&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: pid, Tid: pid, Comm: "mono", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}},
+			&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: pid, Tid: pid, Addr: anon, Len: 0x10000,
+				Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: "//anon", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}})
+	}
+	samples := map[uint32]int{unflagged: 40, mapped: 30, few: 10}
+	for _, pid := range []uint32{unflagged, mapped, few} {
+		for range samples[pid] {
+			now++
+			recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: anon + 0x10, Pid: pid, Tid: pid, Time: now, Period: 1,
+				Callchain: []uint64{perfdata.ContextUser, anon + 0x10}})
+		}
+	}
+	for _, r := range recs {
+		if err := w.WriteRecord(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, perfprof.Options{Input: data})
+	want := []perfprof.Unnamed{{Pid: unflagged, Comm: "mono", Samples: 40, Kept: 40}}
+	if !slices.Equal(res.Unnamed, want) || res.PerfMapped != 30 {
+		t.Errorf("unnamed %+v, %d named from perf maps; want %+v, 30", res.Unnamed, res.PerfMapped, want)
+	}
+}
