@@ -126,6 +126,11 @@ func load(ctx context.Context, pid uint32, opts Options) error {
 	if err := checkMaps(proc, p); err != nil {
 		return err
 	}
+	// Alive now, the process read of through /proc above is the pidfd's:
+	// its pid was not free to be taken.
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		return fmt.Errorf("the process ended: %w", err)
+	}
 	tmp, err := openAt2(p.Root(), "tmp", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return err
@@ -162,6 +167,9 @@ func load(ctx context.Context, pid uint32, opts Options) error {
 		}
 		select {
 		case <-answer.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return fmt.Errorf("%w: JVMTI was still not live after %v", ErrNotReady, opts.timeout())
 		case <-time.After(50 * time.Millisecond):
 		}

@@ -242,7 +242,8 @@ func TestLoad(t *testing.T) {
 }
 
 // TestDisabled: a JVM run with -XX:+DisableAttachMechanism is refused
-// within the timeout, and the trigger file is removed.
+// within the timeout, or at once when cancelled, and the trigger file is
+// removed.
 func TestDisabled(t *testing.T) {
 	lib := library(t)
 	j := startWork(t, asRoot, false, classes(t), 60_000, "-XX:+DisableAttachMechanism")
@@ -259,6 +260,15 @@ func TestDisabled(t *testing.T) {
 	}
 	if _, err := os.Lstat(fmt.Sprintf("/tmp/.attach_pid%d", j.pid)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the trigger file is left behind: %v", err)
+	}
+
+	// Cancelled, the wait ends at once, whatever its timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(timeout/10, cancel)
+	start = time.Now()
+	err = Load(ctx, j.pid, Options{Library: lib, Timeout: 10 * timeout})
+	if took := time.Since(start); !errors.Is(err, context.Canceled) || took > 5*timeout {
+		t.Errorf("cancelled after %v: %v after %v, the timeout being %v", timeout/10, err, took, 10*timeout)
 	}
 }
 
