@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
@@ -171,8 +171,10 @@ func Run(opts Options) (*Result, error) {
 }
 
 // withReader calls read with a streaming Reader of the recording at path.
+// The recording is read twice, so it must be a regular file: a FIFO there
+// is refused rather than waited on.
 func withReader(path string, read func(*perfdata.Reader) error) error {
-	f, err := os.Open(path)
+	f, err := foreign.Open(path, foreign.Rules{})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
@@ -61,5 +62,27 @@ func TestUnnamed(t *testing.T) {
 	want := []perfprof.Unnamed{{Pid: unflagged, Comm: "mono", Samples: 40, Kept: 40}}
 	if !slices.Equal(res.Unnamed, want) || res.PerfMapped != 30 {
 		t.Errorf("unnamed %+v, %d named from perf maps; want %+v, 30", res.Unnamed, res.PerfMapped, want)
+	}
+}
+
+// TestFIFOInput: a FIFO named as the recording is refused, not waited on
+// (the recording is read twice, which a FIFO cannot be).
+func TestFIFOInput(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "perf.data")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := perfprof.Run(perfprof.Options{Input: fifo})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a FIFO read as a recording")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("report waits on a FIFO")
 	}
 }
