@@ -23,6 +23,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -561,6 +562,13 @@ func (s *Space) perfMap(p *process, seen uint64) *Module {
 		for _, path := range jitsources.PerfMapPaths(s.opts.Host, p.pid, seen, s.opts.PerfMapDirs) {
 			if p.perfMap = s.opts.Tables.perfMap(path, s.readPerfMap); p.perfMap != nil {
 				return
+			}
+			// A map that is there but refused (another user's, a
+			// symlink, a FIFO) is said, not passed over in silence.
+			if f, err := path.Open(); err == nil {
+				f.Close()
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				s.opts.Warn(fmt.Errorf("perf map of process %d refused: %w", p.pid, err))
 			}
 		}
 	})
