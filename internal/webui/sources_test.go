@@ -211,3 +211,60 @@ func TestSourceRule(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceNames: every name the driver is given finds, as the driver
+// looks it up (trimmed of trimPath, joined to its source path), a file of
+// its own in the private directory, so that the driver searches nowhere
+// else; names that find that file as they are keep them.
+func TestSourceNames(t *testing.T) {
+	s, err := newSources("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	for _, c := range []struct {
+		name string
+		kept bool
+	}{
+		{"/home/user/app.js", true},
+		{"app.js", true},
+		{"lib/util.js", true},
+		{"lib", false},           // a directory there already
+		{"/lib/util.js", false},  // the file of "lib/util.js"
+		{"lib/util.js/x", false}, // under a file
+		{"../app.js", false},
+		{"/../../etc/passwd", false},
+		{"//etc/passwd", false},
+		{"a//b.js", false},
+		{"a/./b.js", false},
+		{"a/../b.js", false},
+		{"dir/", false},
+		{"/", false},
+		{".", false},
+		{"..", false},
+		{"jitprof/open.html", false},
+		{"/jitprof", false},
+		{"nul\x00.js", false},
+		{strings.Repeat("long", 100) + ".js", false},
+		{"node:internal/main", true},
+	} {
+		got := s.name(c.name)
+		if again := s.name(c.name); again != got {
+			t.Errorf("%q: given %q, then %q", c.name, got, again)
+		}
+		if kept := got == c.name; kept != c.kept {
+			t.Errorf("%q: given %q, kept %v, want %v", c.name, got, kept, c.kept)
+		}
+		rel := strings.TrimPrefix(got, trimPath)
+		if !filepath.IsLocal(rel) {
+			t.Errorf("%q: given %q, which the driver looks up as %q, outside its source path", c.name, got, rel)
+			continue
+		}
+		if fi, err := os.Lstat(filepath.Join(s.dir, rel)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%q: given %q, and %s is not a file: %v", c.name, got, rel, err)
+		}
+	}
+	if got := s.name(""); got != "" {
+		t.Errorf("no name: given %q", got)
+	}
+}

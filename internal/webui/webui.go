@@ -14,6 +14,11 @@
 // function placed last over exactly that range, listed with the names of
 // the others placed there before it.
 //
+// The server may run as root on a shared host, and the profile's names
+// are chosen by the processes recorded: it lets in only the user who
+// started it (guard), and shows source files only from the directory that
+// user named (sources).
+//
 // pprof's driver keeps the view settings of its web interface in package
 // variables, so a process should serve one profile at a time.
 package webui
@@ -73,8 +78,9 @@ func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 	if host == "" {
 		host = "localhost"
 	}
-	// Listening before the driver starts tells it the real port, which it
-	// needs for the URL it opens in the browser.
+	// Listening before the driver starts tells it the real port (given
+	// port 0 it would pick one of its own), which the URL and the guard
+	// need.
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
 		return err
@@ -90,7 +96,9 @@ func Serve(ctx context.Context, p *profile.Profile, o Options) error {
 		return err
 	}
 	defer src.close()
-	shown := p.Copy() // the driver changes the profile it fetches, and the names of its files are the views'
+	// A copy: the driver changes the profile it fetches, and the names of
+	// source files in it are the ones sources gives.
+	shown := p.Copy()
 	for _, fn := range shown.Function {
 		fn.Filename = src.name(fn.Filename)
 	}
