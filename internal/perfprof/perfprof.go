@@ -16,13 +16,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
-	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
@@ -135,9 +136,28 @@ type Stripped struct {
 // count in the process's resident memory, twice over while both passes
 // hold it.
 func Run(opts Options) (*Result, error) {
+	results, err := run(opts, []Filter{opts.Filter})
+	if err != nil {
+		return nil, err
+	}
+	return results[0], nil
+}
+
+// run is Run with one profile per filter, all from the same two passes:
+// one set of address spaces, one read of the samples.
+func run(opts Options, filters []Filter) ([]*Result, error) {
 	opts.DumpDirs = jitsources.SearchDirs(opts.Input, opts.DumpDirs)
 	opts.PerfMapDirs = jitsources.SearchDirs(opts.Input, opts.PerfMapDirs)
-	opts.Options.Pids = opts.Filter.Pids // other processes' samples are not kept
+	// Other processes' samples are not kept, nor their dumps read, unless
+	// some filter keeps every process.
+	opts.Options.Pids = nil
+	for _, f := range filters {
+		if len(f.Pids) == 0 {
+			opts.Options.Pids = nil
+			break
+		}
+		opts.Options.Pids = append(opts.Options.Pids, f.Pids...)
+	}
 	var space *symbolize.Space
 	err := withReader(opts.Input, func(r *perfdata.Reader) error {
 		var err error
@@ -155,25 +175,40 @@ func Run(opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var a *aggregator
+	aggs := make([]*aggregator, len(filters))
 	err = withReader(opts.Input, func(r *perfdata.Reader) error {
-		var err error
-		if a, err = newAggregator(r, space, opts); err != nil {
-			return err
+		for i, f := range filters {
+			o := opts
+			o.Filter = f
+			var err error
+			if aggs[i], err = newAggregator(r, space, o); err != nil {
+				return err
+			}
 		}
-		return a.read(r)
+		return readSamples(r, aggs, opts.Warn)
 	})
 	if err != nil {
 		space.Close()
 		return nil, err
 	}
-	return a.result()
+	results := make([]*Result, len(aggs))
+	for i, a := range aggs {
+		if results[i], err = a.result(i == len(aggs)-1); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
 }
+
+// passes counts the reads of recordings, for the test that holds a run of
+// many stages to the two reads of one.
+var passes atomic.Int64
 
 // withReader calls read with a streaming Reader of the recording at path.
 // The recording is read twice, so it must be a regular file: a FIFO there
 // is refused rather than waited on.
 func withReader(path string, read func(*perfdata.Reader) error) error {
+	passes.Add(1)
 	f, err := foreign.Open(path, foreign.Rules{})
 	if err != nil {
 		return err
@@ -283,7 +318,6 @@ type aggregator struct {
 	unwound, cutShort     int
 	lost                  uint64
 	malformed             int
-	firstMalformed        error
 	cut                   error
 	warn                  func(error)
 	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
@@ -373,19 +407,34 @@ func unitOf(at *perfdata.Attr) string {
 	return "count"
 }
 
-func (a *aggregator) read(r *perfdata.Reader) error {
+// readSamples reads the recording's samples from where r stands into each
+// aggregator, decoding each once. Problems of the recording (cut short,
+// malformed samples) go to warn once, whatever the number of aggregators.
+func readSamples(r *perfdata.Reader, aggs []*aggregator, warn func(error)) error {
+	if warn == nil {
+		warn = func(error) {}
+	}
 	// add keeps nothing of a sample: its bytes (a DWARF recording's stack
 	// copies) need not be copied out of the read buffer.
 	r.ReuseRecord, r.ReuseSampleBytes = true, true
+	var (
+		lost           uint64
+		malformed      int
+		firstMalformed error
+		cut            error
+	)
 	for {
 		raw, err := r.NextRaw()
 		if err == io.EOF || errors.Is(err, perfdata.ErrTruncated) {
 			if err != io.EOF {
-				a.cut = err
-				a.warn(fmt.Errorf("the recording is cut short; the profile holds the samples before the cut: %w", err))
+				cut = err
+				warn(fmt.Errorf("the recording is cut short; the profile holds the samples before the cut: %w", err))
 			}
-			if a.malformed > 0 {
-				a.warn(fmt.Errorf("%d samples skipped, their fields not fitting them; the first: %w", a.malformed, a.firstMalformed))
+			if malformed > 0 {
+				warn(fmt.Errorf("%d samples skipped, their fields not fitting them; the first: %w", malformed, firstMalformed))
+			}
+			for _, a := range aggs {
+				a.lost, a.cut = lost, cut
 			}
 			return nil
 		}
@@ -396,24 +445,33 @@ func (a *aggregator) read(r *perfdata.Reader) error {
 		case perfdata.TypeSample:
 			switch s := r.Decode(raw).(type) {
 			case *perfdata.Sample:
-				if a.attrs[s.Attr] {
-					a.add(s)
+				for _, a := range aggs {
+					if a.attrs[s.Attr] {
+						a.add(s)
+					}
 				}
 			case *perfdata.Invalid:
 				// One whose event id is unknown may be the event's.
-				if s.Attr == nil || a.attrs[s.Attr] {
-					a.malformed++
-					if s.Attr != nil {
-						a.samples++
+				counted := false
+				for _, a := range aggs {
+					if s.Attr == nil || a.attrs[s.Attr] {
+						counted = true
+						a.malformed++
+						if s.Attr != nil {
+							a.samples++
+						}
 					}
-					if a.firstMalformed == nil {
-						a.firstMalformed = s.Err
+				}
+				if counted {
+					malformed++
+					if firstMalformed == nil {
+						firstMalformed = s.Err
 					}
 				}
 			}
 		case perfdata.TypeLost:
 			if l, ok := r.Decode(raw).(*perfdata.Lost); ok {
-				a.lost += l.Lost
+				lost += l.Lost
 			}
 		}
 	}
@@ -579,24 +637,22 @@ func (a *aggregator) inlineChain(fr symbolize.Frame) []dumpindex.InlineFrame {
 	return fr.Symbol.JIT.InlineChain(fr.Symbol.LoadAddr(fr.Addr))
 }
 
-// RunStages runs the analysis once per stage, in order, each with the
-// filter narrowed to the stage: its times, or the stage the program marked.
-// Without stages it runs once.
+// RunStages gives a profile per stage, in order, each with the filter
+// narrowed to the stage: its times, or the stage the program marked. All
+// come from one build of the address spaces and one read of the samples.
+// Without stages it gives one profile.
 func RunStages(opts Options, specs []stages.Spec) ([]*Result, error) {
 	if len(specs) == 0 {
-		res, err := Run(opts)
-		if err != nil {
-			return nil, err
-		}
-		return []*Result{res}, nil
+		return run(opts, []Filter{opts.Filter})
 	}
 	start, end := opts.Filter.Start, opts.Filter.End
 	var first uint64
-	var results []*Result
-	for _, st := range specs {
-		opts.Filter.Start, opts.Filter.End, opts.Filter.Stage = start, end, ""
+	filters := make([]Filter, len(specs))
+	for i, st := range specs {
+		f := opts.Filter
+		f.Start, f.End, f.Stage = start, end, ""
 		if st.Marked {
-			opts.Filter.Stage = st.Name
+			f.Stage = st.Name
 		} else {
 			if first == 0 {
 				var err error
@@ -605,17 +661,13 @@ func RunStages(opts Options, specs []stages.Spec) ([]*Result, error) {
 				}
 			}
 			var err error
-			if opts.Filter.Start, opts.Filter.End, err = st.Window(first, start, end); err != nil {
+			if f.Start, f.End, err = st.Window(first, start, end); err != nil {
 				return nil, err
 			}
 		}
-		res, err := Run(opts)
-		if err != nil {
-			return nil, err
-		}
-		results = append(results, res)
+		filters[i] = f
 	}
-	return results, nil
+	return run(opts, filters)
 }
 
 // firstSampleTime reads when the recording's first sample was taken.

@@ -49,8 +49,10 @@ func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(
 // result builds the profile: a Mapping per mapped ELF file (per place it
 // was mapped at), per place of a jitted function, and per perf map and the
 // kernel, with every Has* flag set since the profile is complete and pprof
-// must not re-symbolize it. The address spaces are closed once it is built.
-func (a *aggregator) result() (*Result, error) {
+// must not re-symbolize it. When last, the address spaces are closed once
+// its locations are built (other aggregators of the same spaces need them
+// until then).
+func (a *aggregator) result(last bool) (*Result, error) {
 	// What only the lookups needed goes before the profile takes room.
 	a.nodeIDs, a.locIDs, a.lookups, a.matches = nil, nil, nil, nil
 	p := &profile.Profile{
@@ -197,11 +199,15 @@ func (a *aggregator) result() (*Result, error) {
 	}
 	res.PerfMapped, res.Unnamed = a.unnamed()
 	a.names = nil
-	err := a.space.Close()
+	var err error
+	if last {
+		err = a.space.Close()
+		// The symbol tables were the larger part of the heap: give
+		// their memory back now, or the samples would be built on top
+		// of it.
+		debug.FreeOSMemory()
+	}
 	a.space, a.frames = nil, nil
-	// The symbol tables were the larger part of the heap: give their
-	// memory back now, or the samples would be built on top of it.
-	debug.FreeOSMemory()
 
 	// Samples of one thread share their label maps: pprof only reads them.
 	type labels struct {
