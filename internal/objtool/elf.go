@@ -14,6 +14,7 @@ import (
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
@@ -26,6 +27,7 @@ import (
 type elfFile struct {
 	path string
 	f    *elf.File
+	file *os.File // what f reads; nil for an image in memory
 	syms *elfsym.Table
 }
 
@@ -34,12 +36,20 @@ func openELF(path string) (*elfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := elf.Open(path)
+	// The recording's path, of a file any user may have replaced since:
+	// never a FIFO or a device (foreign.Open).
+	file, err := foreign.Open(path, foreign.Rules{})
 	if err != nil {
 		syms.Close()
 		return nil, err
 	}
-	return &elfFile{path: path, f: f, syms: syms}, nil
+	f, err := elf.NewFile(file)
+	if err != nil {
+		file.Close()
+		syms.Close()
+		return nil, err
+	}
+	return &elfFile{path: path, f: f, file: file, syms: syms}, nil
 }
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the
@@ -48,7 +58,7 @@ func openVDSO(files *symbolize.Files) (*elfFile, error) {
 	var image []byte
 	var err error
 	if files != nil && files.VDSO != "" {
-		image, err = os.ReadFile(files.VDSO)
+		image, err = readFile(files.VDSO)
 	} else {
 		image, err = elfsym.VDSOImage()
 	}
@@ -68,7 +78,11 @@ func openVDSO(files *symbolize.Files) (*elfFile, error) {
 }
 
 func (ef *elfFile) close() error {
-	return errors.Join(ef.f.Close(), ef.syms.Close())
+	err := errors.Join(ef.f.Close(), ef.syms.Close())
+	if ef.file != nil {
+		err = errors.Join(err, ef.file.Close())
+	}
+	return err
 }
 
 // mapped returns the file placed at a mapping's addresses, [start, limit)
@@ -201,4 +215,17 @@ func (m *mappedELF) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error
 		}
 	}
 	return syms, nil
+}
+
+// maxVDSO bounds the vDSO copy read: the kernel's is two pages.
+const maxVDSO = 1 << 20
+
+// readFile reads a copy an archive brought, bounded.
+func readFile(path string) ([]byte, error) {
+	f, err := foreign.Open(path, foreign.Rules{})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return foreign.ReadAll(f, maxVDSO)
 }
