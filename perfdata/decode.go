@@ -16,6 +16,7 @@ const (
 	taskFixed     = RecordHeaderSize + 24 // pid, ppid, tid, ptid, time
 	lostFixed     = RecordHeaderSize + 16 // id, lost
 	throttleFixed = RecordHeaderSize + 24 // time, id, stream_id
+	cpuWideFixed  = RecordHeaderSize + 8  // next_prev_pid, next_prev_tid
 	timeConvFixed = RecordHeaderSize + 24 // time_shift, time_mult, time_zero
 	timeConvExt   = timeConvFixed + 24    // time_cycles, time_mask, two flags, padding
 )
@@ -118,6 +119,24 @@ func (r *Reader) Decode(rec RawRecord) Record {
 			return needs(throttleFixed)
 		}
 		return &Throttle{RecordHeader: h, Time: le.Uint64(b[8:]), ID: le.Uint64(b[16:]), StreamID: le.Uint64(b[24:]), Trailer: id}
+
+	case TypeSwitch:
+		_, id, ok := split(b, h.Attr, RecordHeaderSize)
+		if !ok {
+			return needs(RecordHeaderSize)
+		}
+		sw := r.switches.new(reuse)
+		*sw = Switch{RecordHeader: h, Trailer: id}
+		return sw
+
+	case TypeSwitchCPUWide:
+		_, id, ok := split(b, h.Attr, cpuWideFixed)
+		if !ok {
+			return needs(cpuWideFixed)
+		}
+		sw := r.switches.new(reuse)
+		*sw = Switch{RecordHeader: h, NextPrevPid: le.Uint32(b[8:]), NextPrevTid: le.Uint32(b[12:]), Trailer: id}
+		return sw
 
 	case TypeFinishedRound:
 		return &FinishedRound{RecordHeader: h}

@@ -12,7 +12,8 @@ import (
 // a kernel record whose Attr has sample_id_all, the sample_id trailer built
 // from its Trailer as Attr's sample_type says. A record with a nil Attr
 // gets no trailer; a Sample needs its Attr. The type comes from rec's Go
-// type, except for *Task and *Throttle, whose Type must say which of two.
+// type, except for *Task, *Throttle and *Switch, whose Type must say which
+// of two.
 // *Unknown and *Invalid records are appended as their Raw bytes.
 //
 // A record decoded from perf's output encodes to its Raw bytes.
@@ -84,6 +85,18 @@ func AppendRecord(b []byte, rec Record) ([]byte, error) {
 		}
 		header(r.Type)
 		b = appendU64s(b, r.Time, r.ID, r.StreamID)
+		b = appendTrailer(b, r.Attr, &r.Trailer)
+
+	case *Switch:
+		switch r.Type {
+		case TypeSwitch:
+			header(TypeSwitch)
+		case TypeSwitchCPUWide:
+			header(TypeSwitchCPUWide)
+			b = appendU32s(b, r.NextPrevPid, r.NextPrevTid)
+		default:
+			return fail("a Switch is a SWITCH or a SWITCH_CPU_WIDE")
+		}
 		b = appendTrailer(b, r.Attr, &r.Trailer)
 
 	case *Sample:

@@ -130,7 +130,11 @@ const (
 	MiscCommExec    = 1 << 13 // COMM: the name changed by exec
 	MiscMmapBuildID = 1 << 14 // MMAP2: a build-id instead of maj/min/ino
 	MiscExactIP     = 1 << 14 // SAMPLE: the ip is the exact instruction
-	MiscBuildIDSize = 1 << 15 // build-id entries: the size byte is valid
+	MiscSwitchOut   = 1 << 13 // SWITCH, SWITCH_CPU_WIDE: the thread left the CPU (else it came onto it)
+	// MiscSwitchOutPreempt marks a switch out of a thread still runnable
+	// (preempted), not one that blocked.
+	MiscSwitchOutPreempt = 1 << 14
+	MiscBuildIDSize      = 1 << 15 // build-id entries: the size byte is valid
 )
 
 // SampleType is perf_event_attr.sample_type: which fields a SAMPLE record
@@ -371,7 +375,8 @@ type RecordHeader struct {
 func (h *RecordHeader) Header() *RecordHeader { return h }
 
 // Record is one of *Mmap, *Mmap2, *Comm, *Task (FORK, EXIT), *Sample,
-// *Lost, *Throttle (THROTTLE, UNTHROTTLE), *FinishedRound, *TimeConv,
+// *Lost, *Throttle (THROTTLE, UNTHROTTLE), *Switch (SWITCH,
+// SWITCH_CPU_WIDE), *FinishedRound, *TimeConv,
 // *AttrRecord, *BuildIDRecord, *FeatureRecord, *Unknown (a type this package
 // does not decode) or *Invalid (a type it decodes whose fields do not fit).
 type Record interface {
@@ -449,6 +454,21 @@ type Throttle struct {
 	StreamID uint64
 	Trailer  Trailer
 }
+
+// Switch is a PERF_RECORD_SWITCH (a traced thread's switch, of an attr with
+// context_switch) or, as Type says, a PERF_RECORD_SWITCH_CPU_WIDE (any
+// switch on a CPU an event is opened on), which also names the thread
+// switched to or from. The thread switching is the Trailer's: Misc has
+// MiscSwitchOut when it leaves the CPU, MiscSwitchOutPreempt too when it
+// was still runnable.
+type Switch struct {
+	RecordHeader
+	NextPrevPid, NextPrevTid uint32 // SWITCH_CPU_WIDE only
+	Trailer                  Trailer
+}
+
+// Out tells whether the switch takes the thread off its CPU.
+func (s *Switch) Out() bool { return s.Misc&MiscSwitchOut != 0 }
 
 // Sample is a PERF_RECORD_SAMPLE. Which fields it holds is Attr.SampleType;
 // fields it does not hold are zero. Fields after the user stack are kept

@@ -69,6 +69,7 @@ type Reader struct {
 	mmaps    slab[Mmap]
 	comms    slab[Comm]
 	tasks    slab[Task]
+	switches slab[Switch] // at every context switch of an off-CPU recording
 	unknowns slab[Unknown]
 	u64s     slab[uint64] // callchains
 	regs     slab[uint64] // apart: with ReuseRecord, one sample holds both
