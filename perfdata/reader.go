@@ -510,9 +510,10 @@ func (r *Reader) Time(rec RawRecord) (t uint64, ok bool) {
 
 // Next returns the next record in file order. At the end of the data it
 // returns io.EOF; when the file stops inside a record, the data section or
-// the feature sections after it, an error matching ErrTruncated; when a record's size cannot be right, a *FormatError. After
-// any of these it keeps returning the same error. A record whose fields do
-// not fit is returned as *Invalid and reading goes on.
+// the feature sections after it, an error matching ErrTruncated; when a
+// record's size cannot be right, a *FormatError. After any of these it
+// keeps returning the same error. A record whose fields do not fit is
+// returned as *Invalid and reading goes on.
 func (r *Reader) Next() (Record, error) {
 	rec, err := r.NextRaw()
 	if err != nil {
