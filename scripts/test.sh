@@ -20,6 +20,8 @@ declare -A package_of=(
 	[make]=make
 	[g++]=g++
 	[chromium]=chromium
+	[mono]=mono-runtime
+	[mcs]=mono-mcs
 	[/usr/bin/time]=time # not bash's keyword: GNU time, for peak memory
 )
 missing=()
@@ -39,6 +41,9 @@ if ((${#missing[@]})); then
 fi
 
 go mod download
+# Runtimes Debian does not package (Deno), from the npm registry, as the
+# lock file pins them (internal/fixtures finds them in testdata/npm).
+npm ci --prefix testdata/npm --no-audit --no-fund --loglevel=error
 # Each stage runs whatever the ones before found (a failed test run still
 # fuzzes); what failed is listed at the end, and the exit status is then 1.
 failed=()
