@@ -16,7 +16,9 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
+	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/objtool"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/symbolize"
@@ -29,19 +31,34 @@ type Options struct {
 	Files *symbolize.Files
 }
 
+// Unknown is the name reports give code no symbol names; annotate lists
+// the addresses sampled there.
+const Unknown = "[unknown]"
+
 // instance is one function at one place: a JIT may load a function several
-// times (tiers, or after freeing it), each with code of its own.
+// times (tiers, or after freeing it), each with code of its own, and may
+// inline a function into several others.
 type instance struct {
-	fn      objtool.Func
-	name    string // demangled
-	module  string
-	samples int64
-	at      map[uint64]int64 // samples by address
+	fn     objtool.Func // the code shown; zero for unnamed code
+	named  bool         // fn is set
+	name   string       // the function asked for, as reports name it
+	module string
+	// inlined is the function asked for when it was inlined into fn,
+	// holder fn's name as reports give it; nil when fn is its own code.
+	inlined *profile.Function
+	holder  string
+	// samples landed in the function's own code here; holderSamples in
+	// all of fn's; onStack counts the samples whose stack held it.
+	samples, holderSamples, onStack int64
+	at                              map[uint64]int64 // samples by address
 }
 
-// Write annotates every sampled instance of the function named symbol (its
-// demangled or raw name) in p, a profile perfprof made, the most sampled
-// first; its code comes from the files its mappings name.
+// Write annotates every instance of the function named symbol in p, a
+// profile perfprof made, the most sampled first. symbol is a name jitprof
+// report prints (perfprof.PerfName), the profile's Name or SystemName, with
+// or without an inferred frame's suffix, or Unknown. A function inlined
+// into others is shown in the code of each, its instructions marked. Its
+// code comes from the files its mappings name.
 func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
 	tool := objtool.New(o.Files, p)
 	defer tool.Close()
@@ -61,66 +78,286 @@ func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
 	return bw.Flush()
 }
 
-// find gathers the self samples of the instances of symbol.
+// names returns the names fn goes by: reports', pprof's and the
+// runtime's.
+func names(fn *profile.Function) [3]string {
+	return [3]string{perfprof.PerfName(fn), fn.Name, fn.SystemName}
+}
+
+// named tells whether fn goes by symbol. A name without an inferred
+// frame's suffix stands for the function whether inferred or not.
+func named(fn *profile.Function, symbol string) bool {
+	bare := !strings.HasSuffix(symbol, perfprof.InferredSuffix)
+	for _, n := range names(fn) {
+		if n != "" && (n == symbol || bare && strings.TrimSuffix(n, perfprof.InferredSuffix) == symbol) {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownModule returns the module an Unknown symbol names ("[unknown]
+// (libx.so)", as call graphs print it), "" for any, and whether symbol is
+// one.
+func unknownModule(symbol string) (string, bool) {
+	if symbol == Unknown {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(symbol, Unknown+" (")
+	if !ok || !strings.HasSuffix(rest, ")") {
+		return "", false
+	}
+	return strings.TrimSuffix(rest, ")"), true
+}
+
+// find gathers the samples of the instances of symbol.
 func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, error) {
 	type key struct {
 		mapping *profile.Mapping
 		start   uint64
-		name    string
+		inlined string // the inlined function's SystemName; "" for own code
 	}
 	byKey := make(map[key]*instance)
-	var near []string // sampled names that contain symbol, for the error
-	for _, s := range p.Sample {
-		loc := s.Location[0]
-		if len(loc.Line) == 0 {
-			continue
-		}
-		fn := loc.Line[len(loc.Line)-1].Function // the function that holds the code, not a method inlined into it
-		name := perfprof.PerfName(fn)
-		if name != symbol && fn.SystemName != symbol {
-			if strings.Contains(name, symbol) && !slices.Contains(near, name) {
-				near = append(near, name)
-			}
-			continue
+	matches := make(map[*profile.Function]bool)
+	funcs := make(map[*profile.Location]objtool.Func)
+	funcAt := func(loc *profile.Location) (objtool.Func, error) {
+		if f, ok := funcs[loc]; ok {
+			return f, nil
 		}
 		f, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
 		if err != nil {
-			return nil, err
+			return f, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%s: no function at %#x", loc.Mapping.File, loc.Address)
+			return f, fmt.Errorf("%s: no function at %#x", loc.Mapping.File, loc.Address)
 		}
-		k := key{loc.Mapping, f.Start, f.Name}
-		in := byKey[k]
-		if in == nil {
-			in = &instance{fn: f, name: name, module: loc.Mapping.File, at: make(map[uint64]int64)}
-			byKey[k] = in
+		funcs[loc] = f
+		return f, nil
+	}
+	unknownIn, unknown := unknownModule(symbol)
+	var counted []*instance // in this sample's stack, for onStack
+	for _, s := range p.Sample {
+		v := s.Value[0]
+		counted = counted[:0]
+		add := func(in *instance, leaf bool, addr uint64) {
+			if leaf {
+				in.samples += v
+				in.at[addr] += v
+			}
+			if !slices.Contains(counted, in) {
+				counted = append(counted, in)
+				in.onStack += v
+			}
 		}
-		in.samples += s.Value[0]
-		in.at[loc.Address] += s.Value[0]
+		for depth, loc := range s.Location {
+			leaf := depth == 0
+			if len(loc.Line) == 0 {
+				module := ""
+				if loc.Mapping != nil {
+					module = loc.Mapping.File
+				}
+				if !unknown || !leaf || unknownIn != "" && filepath.Base(module) != unknownIn {
+					continue
+				}
+				k := key{mapping: loc.Mapping}
+				in := byKey[k]
+				if in == nil {
+					in = &instance{name: Unknown, module: module, at: make(map[uint64]int64)}
+					byKey[k] = in
+				}
+				add(in, leaf, loc.Address)
+				continue
+			}
+			holder := loc.Line[len(loc.Line)-1].Function
+			for i, ln := range loc.Line {
+				fn := ln.Function
+				if fn == nil {
+					continue
+				}
+				m, ok := matches[fn]
+				if !ok {
+					m = !unknown && named(fn, symbol)
+					matches[fn] = m
+				}
+				if !m {
+					continue
+				}
+				f, err := funcAt(loc)
+				if err != nil {
+					return nil, err
+				}
+				k := key{loc.Mapping, f.Start, ""}
+				if i < len(loc.Line)-1 {
+					k.inlined = fn.SystemName
+				}
+				in := byKey[k]
+				if in == nil {
+					in = &instance{fn: f, named: true, name: perfprof.PerfName(fn), module: loc.Mapping.File, at: make(map[uint64]int64)}
+					if k.inlined != "" {
+						in.inlined, in.holder = fn, perfprof.PerfName(holder)
+					}
+					byKey[k] = in
+				}
+				add(in, leaf, loc.Address)
+			}
+		}
 	}
 	if len(byKey) == 0 {
-		msg := fmt.Sprintf("no sample landed in a function named %q", symbol)
-		if len(near) > 0 {
-			slices.Sort(near)
-			if len(near) > 10 {
-				near = append(near[:10], "...")
-			}
-			msg += "; sampled functions with that in their name: " + strings.Join(near, ", ")
+		return nil, notFound(p, symbol)
+	}
+	// The samples of the code that holds an inlined function, for its
+	// share of them.
+	holders := make(map[*profile.Mapping][]*instance)
+	for k, in := range byKey {
+		if k.inlined != "" {
+			holders[k.mapping] = append(holders[k.mapping], in)
 		}
-		return nil, errors.New(msg)
+	}
+	if len(holders) > 0 {
+		for _, s := range p.Sample {
+			loc := s.Location[0]
+			for _, in := range holders[loc.Mapping] {
+				if in.fn.Start <= loc.Address && loc.Address < in.fn.End {
+					in.holderSamples += s.Value[0]
+				}
+			}
+		}
 	}
 	instances := slices.Collect(maps.Values(byKey))
 	slices.SortFunc(instances, func(a, b *instance) int {
-		return cmp.Or(cmp.Compare(b.samples, a.samples), cmp.Compare(a.fn.Start, b.fn.Start))
+		return cmp.Or(cmp.Compare(b.samples, a.samples), cmp.Compare(b.onStack, a.onStack),
+			strings.Compare(a.module, b.module), cmp.Compare(a.fn.Start, b.fn.Start), strings.Compare(a.holder, b.holder))
 	})
 	return instances, nil
 }
 
+// closest is how many names the error for an unknown one suggests.
+const closest = 5
+
+// notFound is the error for a symbol no sampled function goes by: it
+// suggests the closest names that were sampled, saying of an inlined
+// function what it was inlined into.
+func notFound(p *profile.Profile, symbol string) error {
+	type candidate struct {
+		name     string
+		distance int
+		holders  []string // the functions it was inlined into, when never sampled as its own
+		own      bool
+	}
+	byName := make(map[string]*candidate)
+	for _, loc := range p.Location {
+		for i, ln := range loc.Line {
+			fn := ln.Function
+			if fn == nil {
+				continue
+			}
+			c := byName[perfprof.PerfName(fn)]
+			if c == nil {
+				c = &candidate{name: perfprof.PerfName(fn), distance: nearness(fn, symbol)}
+				byName[c.name] = c
+			}
+			if i == len(loc.Line)-1 {
+				c.own = true
+			} else if holder := perfprof.PerfName(loc.Line[len(loc.Line)-1].Function); !slices.Contains(c.holders, holder) {
+				c.holders = append(c.holders, holder)
+			}
+		}
+	}
+	cs := slices.Collect(maps.Values(byName))
+	cs = slices.DeleteFunc(cs, func(c *candidate) bool { return c.distance < 0 })
+	slices.SortFunc(cs, func(a, b *candidate) int {
+		return cmp.Or(cmp.Compare(a.distance, b.distance), strings.Compare(a.name, b.name))
+	})
+	msg := fmt.Sprintf("no sample landed in a function named %q", symbol)
+	if len(cs) == 0 {
+		return errors.New(msg + " (annotate takes a name jitprof report prints)")
+	}
+	var near []string
+	for _, c := range cs[:min(len(cs), closest)] {
+		s := fmt.Sprintf("%q", c.name)
+		if !c.own {
+			slices.Sort(c.holders)
+			s += " (inlined into " + strings.Join(c.holders, ", ") + ")"
+		}
+		near = append(near, s)
+	}
+	return fmt.Errorf("%s; the closest sampled names: %s", msg, strings.Join(near, "; "))
+}
+
+// nearness is how far symbol is from the nearest name fn goes by, or a
+// V8 function's name alone: 0 when one holds it or it holds one, ignoring
+// case, else their edit distance; -1 when too far to suggest (more than a
+// third of symbol's length).
+func nearness(fn *profile.Function, symbol string) int {
+	want := strings.ToLower(symbol)
+	best := -1
+	forms := names(fn)
+	v8, _ := dumpindex.ParseV8Name(strings.TrimSuffix(fn.SystemName, perfprof.InferredSuffix))
+	for _, n := range append(forms[:], v8.Name) {
+		n = strings.ToLower(strings.TrimSuffix(n, perfprof.InferredSuffix))
+		if n == "" {
+			continue
+		}
+		if strings.Contains(n, want) || strings.Contains(want, n) {
+			return 0
+		}
+		if d := editDistance(n, want); d <= len(want)/3 && (best < 0 || d < best) {
+			best = d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 	fn := in.fn
-	fmt.Fprintf(w, "%s  (%s, %#x-%#x, %d %s samples)\n\n", in.name, filepath.Base(in.module), fn.Start, fn.End, in.samples, event)
+	switch {
+	case !in.named:
+		fmt.Fprintf(w, "%s  (%s, %d %s samples)\n", in.name, filepath.Base(cmp.Or(in.module, Unknown)), in.samples, event)
+		w.WriteString("No symbol names this code: the sampled addresses.\n\n")
+		in.writeAddresses(w)
+		return nil
+	case in.inlined != nil:
+		fmt.Fprintf(w, "%s inlined into %s  (%s, %#x-%#x, %d %s samples in its code of %d in all)\n",
+			in.name, in.holder, filepath.Base(in.module), fn.Start, fn.End, in.samples, event, in.holderSamples)
+		how := "as the dump's inline records give them"
+		if strings.HasSuffix(in.inlined.SystemName, perfprof.InferredSuffix) {
+			how = "as jitprof inferred them from the runtime's source positions"
+		}
+		fmt.Fprintf(w, "Rows marked > are its code, %s; the samples are those of its code.\n", how)
+	default:
+		fmt.Fprintf(w, "%s  (%s, %#x-%#x, %d %s samples", in.name, filepath.Base(in.module), fn.Start, fn.End, in.samples, event)
+		if in.samples == 0 {
+			fmt.Fprintf(w, "; on the stack of %d", in.onStack)
+		}
+		w.WriteString(")\n")
+	}
 	code, mach, err := fn.Code()
+	if errors.Is(err, objtool.ErrNoCode) {
+		fmt.Fprintf(w, "%v; the sampled addresses:\n\n", err)
+		in.writeAddresses(w)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -128,23 +365,87 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%8s %8s  %-16s  %-40s  %s\n", "Percent", "Samples", "Address", "Instruction", "Source")
+	type row struct {
+		mark, pct, count, addr, text, source, inlined string
+	}
+	rows := make([]row, 0, len(insts))
+	var starts []string
 	for _, inst := range insts {
 		var n int64
 		for a := inst.Addr; a < inst.Addr+uint64(inst.Len); a++ {
 			n += in.at[a]
 		}
-		pct, count := "", ""
+		r := row{addr: fmt.Sprintf("%x", inst.Addr), text: inst.Text}
 		if n > 0 {
-			pct, count = fmt.Sprintf("%.2f", 100*float64(n)/float64(in.samples)), fmt.Sprint(n)
+			r.pct, r.count = fmt.Sprintf("%.2f", 100*float64(n)/float64(in.samples)), fmt.Sprint(n)
 		}
-		src := ""
-		if file, line, ok := fn.Line(inst.Addr); ok {
-			src = fmt.Sprintf("%s:%d", filepath.Base(file), line)
+		if frames := fn.Frames(inst.Addr); len(frames) > 0 {
+			leaf := frames[0]
+			if leaf.Line != 0 {
+				r.source = fmt.Sprintf("%s:%d", filepath.Base(leaf.File), leaf.Line)
+			}
+			if leaf.AtStart {
+				r.source += " (start)"
+				if !slices.Contains(starts, leaf.Name) {
+					starts = append(starts, leaf.Name)
+				}
+			}
+			if len(frames) > 1 {
+				r.inlined = frameName(leaf)
+			}
+			if in.inlined != nil && slices.ContainsFunc(frames[:len(frames)-1], func(f objtool.Frame) bool { return in.isInlined(f) }) {
+				r.mark = ">"
+			}
 		}
-		row := fmt.Sprintf("%8s %8s  %-16x  %-40s  %s", pct, count, inst.Addr, inst.Text, src)
-		w.WriteString(strings.TrimRight(row, " "))
+		rows = append(rows, r)
+	}
+	if len(starts) > 0 {
+		fmt.Fprintf(w, "A source ending (start) is where %s starts: the dump gives no line of its script there.\n", strings.Join(starts, ", "))
+	}
+	w.WriteString("\n")
+	marks := in.inlined != nil
+	line := func(r row) {
+		s := fmt.Sprintf("%8s %8s  %-16s  %-40s  %-24s  %s", r.pct, r.count, r.addr, r.text, r.source, r.inlined)
+		if marks {
+			s = fmt.Sprintf("%-1s %s", r.mark, s)
+		}
+		w.WriteString(strings.TrimRight(s, " "))
 		w.WriteString("\n")
 	}
+	line(row{pct: "Percent", count: "Samples", addr: "Address", text: "Instruction", source: "Source", inlined: "Inlined function"})
+	for _, r := range rows {
+		line(r)
+	}
 	return nil
+}
+
+// isInlined tells whether f is the inlined function in asks for.
+func (in *instance) isInlined(f objtool.Frame) bool {
+	name := f.Name
+	if f.Inferred {
+		name += perfprof.InferredSuffix
+	}
+	return name == in.inlined.SystemName
+}
+
+// frameName is how pprof names an inlined frame: short, the header names
+// the function asked for in full.
+func frameName(f objtool.Frame) string {
+	name := demangle.Name(f.Name)
+	if n, ok := dumpindex.ParseV8Name(f.Name); ok && n.Name != "" {
+		name = n.Function() // its place is in the Source column
+	}
+	if f.Inferred {
+		name += perfprof.InferredSuffix
+	}
+	return name
+}
+
+// writeAddresses lists the sampled addresses of code that cannot be shown.
+func (in *instance) writeAddresses(w *bufio.Writer) {
+	fmt.Fprintf(w, "%8s %8s  %s\n", "Percent", "Samples", "Address")
+	for _, a := range slices.Sorted(maps.Keys(in.at)) {
+		n := in.at[a]
+		fmt.Fprintf(w, "%8.2f %8d  %x\n", 100*float64(n)/float64(in.samples), n, a)
+	}
 }

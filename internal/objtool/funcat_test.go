@@ -71,9 +71,9 @@ func TestFuncAtJIT(t *testing.T) {
 			if err != nil || string(code) != tc.code {
 				t.Errorf("Code = %x, %v; want %x", code, err, tc.code)
 			}
-			_, line, ok := fn.Line(tc.addr)
-			if line != tc.line || ok != (tc.line != 0) {
-				t.Errorf("Line(%#x) = %d, %v; want %d", tc.addr, line, ok, tc.line)
+			frames := fn.Frames(tc.addr)
+			if len(frames) != 1 || frames[0].Name != tc.want || frames[0].Line != tc.line || frames[0].AtStart {
+				t.Errorf("Frames(%#x) = %+v; want %s at line %d", tc.addr, frames, tc.want, tc.line)
 			}
 		})
 	}

@@ -1,10 +1,12 @@
 package objtool
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 
@@ -115,7 +117,13 @@ type Func struct {
 	// base is what to subtract from a runtime address to get the ELF
 	// file's own.
 	base uint64
+	// noCode says why a function of no dump or ELF file has no code.
+	noCode string
 }
+
+// ErrNoCode is Code's error for a function whose code the recording does
+// not hold: the kernel's, a perf map's.
+var ErrNoCode = errors.New("no code to show")
 
 // FuncAt returns the function that holds addr in the mapping m of a profile
 // perfprof made, as perfprof named it: a jitted function by the code_index
@@ -142,14 +150,14 @@ func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
 			return Func{}, false, err
 		}
 		s, ok := kt.Lookup(addr)
-		return Func{Name: s.Name, Start: s.Start, End: s.End}, ok, nil
+		return Func{Name: s.Name, Start: s.Start, End: s.End, noCode: "kernel code, which a recording does not hold"}, ok, nil
 	case perfprof.IsPerfMap(m.File):
 		pt, err := t.perfMap(m.File)
 		if err != nil {
 			return Func{}, false, err
 		}
 		e, ok := pt.Lookup(addr)
-		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size}, ok, nil
+		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size, noCode: "named by a perf map, which holds no code"}, ok, nil
 	}
 	ef, err := t.elfFile(m.File)
 	if err != nil {
@@ -176,16 +184,33 @@ func (f Func) Code() ([]byte, elf.Machine, error) {
 		code, err := f.elf.code(f.Start-f.base, f.End-f.base)
 		return code, f.elf.f.Machine, err
 	}
-	return nil, 0, fmt.Errorf("%s has no code to show: it is not in a dump or an ELF file", f.Name)
+	return nil, 0, fmt.Errorf("%s: %w: %s", f.Name, ErrNoCode, cmp.Or(f.noCode, "it is not in a dump or an ELF file"))
 }
 
-// Line returns the source line of addr in a jitted function, from its
-// dump; false for native code, whose lines are not read.
-func (f Func) Line(addr uint64) (file string, line int, ok bool) {
+// Frame is a function whose code is at an address, with its source line
+// there.
+type Frame struct {
+	Name string // as the dump names it
+	File string
+	Line int // 0 when not known
+	// Inferred marks a frame the runtime did not record: see
+	// dumpindex.InlineFrame.
+	Inferred bool
+	// AtStart is set when the dump gives the code no line of its
+	// function's own script: Line is then where the function starts, as
+	// its name says (V8's).
+	AtStart bool
+}
+
+// Frames returns the functions whose code is at addr in a jitted function,
+// innermost first: those inlined there (dumpindex.Code.InlineChain), then
+// f. Each has the line jitprof's profiles give it (perfprof), so that the
+// first is the line pprof -lines shows for addr. Native code has none: nil.
+func (f Func) Frames(addr uint64) []Frame {
 	if f.jit == nil {
-		return "", 0, false
+		return nil
 	}
-	return f.jit.line(addr)
+	return f.jit.frames(addr)
 }
 
 // jitFile returns the index of the dump named file, read on first use, or
@@ -295,10 +320,26 @@ type placed struct {
 
 func (p *placed) end() uint64 { return p.addr + p.fn.CodeSize }
 
-// line returns the source line of addr.
-func (p *placed) line(addr uint64) (file string, line int, ok bool) {
-	f, l, ok := p.lines.At(addr - (p.addr - p.fn.CodeAddr))
-	return f, int(l), ok
+// frames returns the functions whose code is at addr, innermost first (see
+// Func.Frames).
+func (p *placed) frames(addr uint64) []Frame {
+	load := addr - (p.addr - p.fn.CodeAddr)
+	file, line, _ := p.lines.At(load)
+	own := Frame{Name: p.fn.Name, File: file, Line: int(line)}
+	// As perfprof builds a profile's lines: a function whose name gives its
+	// place (V8's) has that place where the dump gives no line of its own
+	// script (none: node 20 garbles every file name of a user's script;
+	// or code inlined from another script, whose inlined frame, when
+	// recovered, comes first).
+	if n, ok := dumpindex.ParseV8Name(p.fn.Name); ok && n.Line != 0 && (line == 0 || file != n.Script) {
+		own = Frame{Name: p.fn.Name, File: n.Script, Line: int(n.Line), AtStart: true}
+	}
+	chain := p.fn.InlineChain(load)
+	frames := make([]Frame, 0, len(chain)+1)
+	for _, in := range slices.Backward(chain) {
+		frames = append(frames, Frame{Name: in.Name, File: in.File, Line: int(in.Line), Inferred: in.Inferred})
+	}
+	return append(frames, own)
 }
 
 // jitFile is a jitdump file as pprof's ObjFile, addressed at run time.
@@ -393,8 +434,15 @@ func (jf *jitFile) SourceLine(addr uint64) ([]driver.Frame, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%s: no function at %#x", jf.path, addr)
 	}
-	file, line, _ := p.line(addr)
-	return []driver.Frame{{Func: p.fn.Name, File: file, Line: line}}, nil
+	var frames []driver.Frame
+	for _, fr := range p.frames(addr) {
+		name := fr.Name
+		if fr.Inferred {
+			name += perfprof.InferredSuffix // as the profile names it
+		}
+		frames = append(frames, driver.Frame{Func: name, File: fr.File, Line: fr.Line})
+	}
+	return frames, nil
 }
 
 func (jf *jitFile) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error) {
@@ -458,8 +506,8 @@ func (jf *jitFile) decode(p *placed, start, end uint64, syntax disasm.Syntax) ([
 		if in.Addr < start || in.Addr > end {
 			continue
 		}
-		file, line, _ := p.line(in.Addr)
-		insts = append(insts, driver.Inst{Addr: in.Addr, Text: in.Text, Function: p.fn.Name, File: file, Line: line})
+		leaf := p.frames(in.Addr)[0]
+		insts = append(insts, driver.Inst{Addr: in.Addr, Text: in.Text, Function: p.fn.Name, File: leaf.File, Line: leaf.Line})
 	}
 	return insts, nil
 }
