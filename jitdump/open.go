@@ -60,8 +60,10 @@ func OpenFile(f *os.File, name string) (*File, error) {
 // OpenFileAt is OpenFile with reading starting at off, the offset of a
 // record (as Offset gave it after an earlier read of the file): a dump that
 // grew is read from where an earlier read of it stopped. Records keep their
-// file offsets.
-func OpenFileAt(file *os.File, name string, off int64) (*File, error) {
+// file offsets. after is the timestamp of the record before off, as
+// LastTime gave it: a record found past a corrupt one is held to it, as
+// it would be in a read of the whole file.
+func OpenFileAt(file *os.File, name string, off int64, after uint64) (*File, error) {
 	f, err := OpenFile(file, name)
 	if err != nil {
 		return nil, err
@@ -70,6 +72,7 @@ func OpenFileAt(file *os.File, name string, off int64) (*File, error) {
 		f.Close()
 		return nil, f.named(&FormatError{Off: off, Msg: fmt.Sprintf("no record at offset %d of %d bytes", off, len(f.data))})
 	}
+	f.last = after
 	f.off = off
 	return f, nil
 }

@@ -172,6 +172,9 @@ func (r *Reader) Next() (Record, error) {
 	return r.decode(off, b, r.ReuseRecord), nil
 }
 
+// LastTime is the timestamp of the record read last (0 before any).
+func (r *Reader) LastTime() uint64 { return r.last }
+
 // resyncSlack is how much earlier than the record before it a record found
 // by resync may be timed: runtimes that write from several threads take
 // the time before the lock that orders their writes, so their records are

@@ -117,7 +117,7 @@ func (d *Dump) Extend() (bool, error) {
 		file.Close()
 		return false, err
 	}
-	f, err := jitdump.OpenFileAt(file, d.Path, d.end)
+	f, err := jitdump.OpenFileAt(file, d.Path, d.end, d.file.LastTime())
 	if err != nil {
 		return false, err
 	}
