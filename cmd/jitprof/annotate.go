@@ -16,16 +16,25 @@ func newAnnotateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "annotate SYMBOL [-i perf.data]",
 		Short: "A function's instructions with their share of samples and source lines",
-		Long: `Lists the instructions of the function SYMBOL (its name as jitprof report
-shows it, or its raw name) with the samples that landed on each and, for
-jitted code whose dump has DEBUG_INFO, the source line of each. Jitted code
-is decoded from the code bytes in its dump, so no inject step and no objdump
-are needed. A function the JIT compiled more than once (tiers, or after
-freeing it) is shown once per place it was sampled at, the most sampled
-first.`,
+		Long: `Lists the instructions of the function SYMBOL with the samples that landed
+on each and the source line of each: the line pprof -lines gives the same
+address, innermost inlined function first. SYMBOL is any name jitprof report
+prints (its Symbol column, "[unknown]" included), pprof's short name or the
+runtime's raw one; an inferred frame's " [inferred]" may be left off. Jitted
+code is decoded from the code bytes in its dump, so no inject step and no
+objdump are needed. A function the JIT compiled more than once (tiers, or
+after freeing it) is shown once per place it was sampled at, the most
+sampled first. A function inlined into others is shown in the code of each,
+the rows of its own code marked ">". Where V8's dump gives no line of the
+function's script (node 20 garbles them), the line is where the function
+starts, marked "(start)", as pprof shows it. Kernel code, which a recording
+does not hold, is listed by sampled address. A name no sampled function
+goes by is refused with the closest ones that were sampled.`,
 		Example: `  perf record -k mono -- lli-14 --jit-kind=mcjit fib.ll
   jitprof annotate fib
-  jitprof annotate 'JS:*fib /app/fib.js:3' --intel`,
+  jitprof record -o app.data -- node app.js
+  jitprof annotate 'JS:*fib /app/fib.js:3:13' -i app.data --intel
+  jitprof annotate 'JS:*addMod /app.js:4:16 [inferred]' -i app.data`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			results, err := samples.analyze(cmd, nil)
