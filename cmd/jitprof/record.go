@@ -88,6 +88,7 @@ fills, recording stops and the file keeps what reached the disk.`,
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
+			o.OffCPU = cmd.Flags().Changed("off-cpu")
 			if o.JITCopyMaxBytes = jitMB << 20; jitMB <= 0 {
 				return errors.New("--jit-copy-max-mb: must be positive")
 			}
@@ -140,6 +141,10 @@ fills, recording stops and the file keeps what reached the disk.`,
 				}
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
+				if o.OffCPU {
+					fmt.Fprintf(stderr, "jitprof: %d of the samples are switch-outs (off-CPU stacks); %d shorter than %v left out, their time kept by the switch records\n",
+						res.Switches, res.Short, o.OffCPUMin)
+				}
 				if res.FullStacks > 0 {
 					// A full copy can hold every frame: the process's
 					// arguments and environment lie above main too.
@@ -173,6 +178,8 @@ fills, recording stops and the file keeps what reached the disk.`,
 	f.Int64Var(&jitMB, "jit-copy-max-mb", record.DefaultJITCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
 	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
+	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked, for report's off-CPU and wall-clock views; the stacks of blocks shorter than `MIN` (default 100us; 0 keeps all) are left out, their time kept")
+	f.Lookup("off-cpu").NoOptDefVal = "100us"
 	return cmd
 }
 

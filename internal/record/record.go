@@ -83,6 +83,13 @@ type Options struct {
 	Force bool
 	// Proc is the /proc read; "" is the host's (tests give their own).
 	Proc procfs.FS
+
+	// OffCPU records, besides the samples, every switch of the threads
+	// off and back onto a CPU, with the stack at each switch-out (see
+	// offcpu.go); the stacks of intervals shown shorter than OffCPUMin
+	// are left out.
+	OffCPU    bool
+	OffCPUMin time.Duration
 }
 
 // proc is o's /proc.
@@ -107,8 +114,11 @@ func (o *Options) jitCopyMax() int64 {
 // Result says what was recorded.
 type Result struct {
 	Event   string
-	Samples uint64 // samples written
-	Lost    uint64 // samples the kernel dropped (LOST records)
+	Samples uint64 // samples written, switch-outs included
+	// Switches counts the switch-out samples written (OffCPU), Short
+	// those left out as shorter than OffCPUMin.
+	Switches, Short uint64
+	Lost            uint64 // samples the kernel dropped (LOST records)
 	// FullStacks counts, with a DWARF call graph, the samples whose copy
 	// of the user stack was full: their outermost frames may be cut off,
 	// or not, as the process's arguments, environment and a random offset
@@ -147,14 +157,19 @@ const launcher = `read -r _ <&3 || exit 127; exec "$@" 3<&-`
 
 // session is one recording under way.
 type session struct {
-	o       Options
-	attr    *perfdata.Attr
-	fds     []int
-	rings   []*ring
-	w       *perfdata.Writer
-	scratch []byte
-	res     Result
-	round   bool // records written since the last FINISHED_ROUND
+	o      Options
+	attr   *perfdata.Attr
+	offCPU *perfdata.Attr // the switch event's, with OffCPU
+	filter *switchFilter  // with OffCPUMin
+	// switchIDs are offCPU's event ids.
+	switchIDs map[uint64]bool
+	fds       []int
+	rings     []*ring
+	w         *perfdata.Writer
+	scratch   []byte
+	res       Result
+	round     bool // records written since the last FINISHED_ROUND
+	final     bool // the last drain, after the events are disabled
 
 	cmd     *exec.Cmd
 	cmdDone chan struct{} // closed when the command has been waited for
@@ -200,7 +215,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := s.openAll(ev, ac, cpus, tids); err != nil {
 		return nil, err
 	}
-	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.features(cpus)}); err != nil {
+	s.prepareOffCPU()
+	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: s.attrs(), Features: s.features(cpus)}); err != nil {
 		return nil, err
 	}
 	sy := synthesizer{proc: o.proc(), attr: s.attr, emit: s.writeRecord}
@@ -228,8 +244,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
 	}
 	if err == nil {
+		s.final = true
 		err = s.drain()
 	}
+	s.res.Short = s.filter.shortCount()
 	if _, jerr := s.jit.Stop(); jerr != nil {
 		o.Note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
 	}
@@ -364,6 +382,7 @@ func (s *session) openAll(ev Event, ac attrConfig, cpus, tids []int) error {
 	for {
 		ac.wakeup = uint32(pages * page / 2)
 		s.attr = newAttr(ev, ac)
+		s.offCPU = s.switchAttr()
 		err := s.open(cpus, tids, pages)
 		if err == nil {
 			return nil
@@ -384,26 +403,29 @@ func (s *session) open(cpus, tids []int, pages int) error {
 	for _, cpu := range cpus {
 		owner := -1
 		for _, tid := range tids {
-			fd, id, err := openEvent(s.attr, tid, cpu)
-			if err != nil {
-				if errors.Is(err, ErrGone) && len(s.o.Pids) > 0 && !s.pidsGone() {
-					continue // a thread of a live process exited meanwhile
-				}
-				return err
-			}
-			s.fds = append(s.fds, fd)
-			s.attr.IDs = append(s.attr.IDs, id)
-			if owner < 0 {
-				r, err := mapRing(fd, pages)
+		events:
+			for _, a := range s.attrs() {
+				fd, id, err := openEvent(a, tid, cpu)
 				if err != nil {
+					if errors.Is(err, ErrGone) && len(s.o.Pids) > 0 && !s.pidsGone() {
+						break events // a thread of a live process exited meanwhile
+					}
 					return err
 				}
-				s.rings = append(s.rings, r)
-				owner = fd
-				continue
-			}
-			if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, owner); err != nil {
-				return fmt.Errorf("perf_event_open: sharing CPU %d's ring buffer: %w", cpu, err)
+				s.fds = append(s.fds, fd)
+				a.IDs = append(a.IDs, id)
+				if owner < 0 {
+					r, err := mapRing(fd, pages)
+					if err != nil {
+						return err
+					}
+					s.rings = append(s.rings, r)
+					owner = fd
+					continue
+				}
+				if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, owner); err != nil {
+					return fmt.Errorf("perf_event_open: sharing CPU %d's ring buffer: %w", cpu, err)
+				}
 			}
 		}
 		if owner < 0 {
@@ -533,6 +555,14 @@ func (s *session) drain() error {
 			return err
 		}
 	}
+	if s.filter != nil {
+		if err := s.filter.flush(s.writeKept, s.final); err != nil {
+			return err
+		}
+		if !s.filter.markDue() {
+			return nil
+		}
+	}
 	if !s.round {
 		return nil
 	}
@@ -541,9 +571,18 @@ func (s *session) drain() error {
 }
 
 func (s *session) writeRaw(rec []byte) error {
+	if s.filter != nil && !s.filter.take(rec) {
+		return nil
+	}
+	return s.writeKept(rec)
+}
+
+// writeKept writes a record drained, or held and kept by the filter.
+func (s *session) writeKept(rec []byte) error {
 	switch perfdata.RecordType(le.Uint32(rec)) {
 	case perfdata.TypeSample:
 		s.res.Samples++
+		s.countSwitch(rec)
 		if s.res.StackSize > 0 && fullStack(rec, s.attr) {
 			s.res.FullStacks++
 		}
@@ -629,8 +668,8 @@ func (s *session) closeEvents() {
 		unix.Close(fd)
 	}
 	s.rings, s.fds = nil, nil
-	if s.attr != nil {
-		s.attr.IDs = nil
+	for _, a := range s.attrs() {
+		a.IDs = nil
 	}
 }
 
@@ -683,7 +722,7 @@ func (s *session) features(cpus []int) []perfdata.Feature {
 		perfdata.NrCPUsFeature(uint32(possibleCPUs(len(cpus))), uint32(len(cpus))),
 		perfdata.CmdlineFeature(s.o.Cmdline),
 	}
-	if ed, err := perfdata.EventDescFeature([]*perfdata.Attr{s.attr}, []string{s.res.Event}); err == nil {
+	if ed, err := perfdata.EventDescFeature(s.attrs(), s.eventNames()); err == nil {
 		fs = append(fs, ed)
 	}
 	return fs
