@@ -13,7 +13,7 @@ import (
 // to $STUB_LOG: go prints $STUB_TEST_JSON for the test run and exits with
 // $STUB_TEST_EXIT, lists two packages of one fuzz target each, fails the
 // fuzzing of $STUB_FUZZ_FAILS, and leaves testsummary to the real go;
-// dpkg finds nothing installed, so apt-get runs.
+// dpkg finds nothing installed, so apt-get runs; npm installs nothing.
 var stubs = map[string]string{
 	"go": `echo "go $*" >>"$STUB_LOG"
 case "$*" in
@@ -31,6 +31,7 @@ case "$*" in
 esac`,
 	"dpkg":    `exit 1`,
 	"apt-get": `echo "apt-get $*" >>"$STUB_LOG"`,
+	"npm":     `echo "npm $*" >>"$STUB_LOG"`,
 	"sudo":    `exec "$@"`,
 }
 
