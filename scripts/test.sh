@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 declare -A package_of=(
 	[perf]=linux-perf
 	[node]=nodejs
+	[npm]=npm # Debian packages it apart from nodejs
 	[erl]=erlang-base
 	[php8.2]=php8.2-cli
 	[lli-14]=llvm-14
