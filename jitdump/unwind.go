@@ -4,14 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/leb128"
 )
 
 // This file builds the .eh_frame and .eh_frame_hdr a JIT puts in an
 // UNWINDING_INFO record, so that perf's DWARF unwinder (perf record
-// --call-graph dwarf) can step through jitted frames. It is written by hand:
-// Go's standard library only reads DWARF, and no maintained Go library
-// writes call frame information.
+// --call-graph dwarf) can step through jitted frames, with package cfi's
+// writer, which the readers of such tables share.
 
 // CFAProgram is a list of DWARF call frame instructions (DWARF 5 section
 // 6.4.2): each row says how to find the caller's frame, the canonical frame
@@ -24,70 +24,32 @@ import (
 // x86-64; sp 31, x29 29, x30 30 on arm64.
 type CFAProgram []byte
 
-// DWARF call frame instruction opcodes.
-const (
-	cfaAdvanceLoc     = 0x40 // low 6 bits: delta
-	cfaOffset         = 0x80 // low 6 bits: register
-	cfaRestore        = 0xc0 // low 6 bits: register
-	cfaAdvanceLoc1    = 0x02
-	cfaAdvanceLoc2    = 0x03
-	cfaAdvanceLoc4    = 0x04
-	cfaOffsetExt      = 0x05
-	cfaRestoreExt     = 0x06
-	cfaDefCFA         = 0x0c
-	cfaDefCFARegister = 0x0d
-	cfaDefCFAOffset   = 0x0e
-	cfaNop            = 0x00
-)
-
 // AdvanceLoc moves the row's start delta code alignment units on: the
 // instructions after it apply from there.
 func (p CFAProgram) AdvanceLoc(delta uint32) CFAProgram {
-	switch {
-	case delta < 1<<6:
-		return append(p, cfaAdvanceLoc|byte(delta))
-	case delta < 1<<8:
-		return append(p, cfaAdvanceLoc1, byte(delta))
-	case delta < 1<<16:
-		return binary.NativeEndian.AppendUint16(append(p, cfaAdvanceLoc2), uint16(delta))
-	}
-	return binary.NativeEndian.AppendUint32(append(p, cfaAdvanceLoc4), delta)
+	return cfi.AppendAdvanceLoc(p, binary.NativeEndian, delta)
 }
 
 // DefCFA says the CFA is register reg plus offset bytes.
-func (p CFAProgram) DefCFA(reg, offset uint64) CFAProgram {
-	return leb128.AppendUnsigned(leb128.AppendUnsigned(append(p, cfaDefCFA), reg), offset)
-}
+func (p CFAProgram) DefCFA(reg, offset uint64) CFAProgram { return cfi.AppendDefCFA(p, reg, offset) }
 
 // DefCFARegister keeps the CFA's offset and changes its register, as when a
 // prologue has set up the frame pointer.
-func (p CFAProgram) DefCFARegister(reg uint64) CFAProgram {
-	return leb128.AppendUnsigned(append(p, cfaDefCFARegister), reg)
-}
+func (p CFAProgram) DefCFARegister(reg uint64) CFAProgram { return cfi.AppendDefCFARegister(p, reg) }
 
 // DefCFAOffset keeps the CFA's register and changes its offset, as when a
 // push has moved the stack pointer.
-func (p CFAProgram) DefCFAOffset(offset uint64) CFAProgram {
-	return leb128.AppendUnsigned(append(p, cfaDefCFAOffset), offset)
-}
+func (p CFAProgram) DefCFAOffset(offset uint64) CFAProgram { return cfi.AppendDefCFAOffset(p, offset) }
 
 // Offset says the caller's reg is saved at CFA + factored * the data
 // alignment factor (FrameInfo.DataAlign).
 func (p CFAProgram) Offset(reg, factored uint64) CFAProgram {
-	if reg < 1<<6 {
-		return leb128.AppendUnsigned(append(p, cfaOffset|byte(reg)), factored)
-	}
-	return leb128.AppendUnsigned(leb128.AppendUnsigned(append(p, cfaOffsetExt), reg), factored)
+	return cfi.AppendOffset(p, reg, factored)
 }
 
 // Restore gives reg back the rule it had at the function's entry, as after
 // an epilogue has reloaded it.
-func (p CFAProgram) Restore(reg uint64) CFAProgram {
-	if reg < 1<<6 {
-		return append(p, cfaRestore|byte(reg))
-	}
-	return leb128.AppendUnsigned(append(p, cfaRestoreExt), reg)
-}
+func (p CFAProgram) Restore(reg uint64) CFAProgram { return cfi.AppendRestore(p, reg) }
 
 // FrameInfo describes the frames of one function for UnwindingInfo: one CIE
 // holding the rules at entry, one FDE holding how they change.
@@ -98,14 +60,6 @@ type FrameInfo struct {
 	Initial       CFAProgram // the rules at the function's first instruction
 	Instructions  CFAProgram // how they change from there
 }
-
-// Pointer encodings (LSB 3.0, "DWARF Exception Header Encoding").
-const (
-	peUdata4 = 0x03
-	peSdata4 = 0x0b
-	pePCRel  = 0x10
-	peDataRl = 0x30
-)
 
 // UnwindingInfo returns the UNWINDING_INFO for a function of codeSize bytes
 // that fi describes: an .eh_frame of one CIE and one FDE, and an
@@ -136,16 +90,16 @@ func (fi *FrameInfo) UnwindingInfo(codeSize uint64) (*UnwindingInfo, error) {
 	var eh []byte
 	// CIE: version 1, augmentation "zR" (its data is the FDEs' pointer
 	// encoding: pc-relative sdata4, what perf and libunwind expect).
-	eh = ehEntry(eh, o, 0, func(b []byte) []byte {
+	eh = cfi.AppendEHEntry(eh, o, 0, func(b []byte) []byte {
 		b = append(b, 1, 'z', 'R', 0)
 		b = leb128.AppendUnsigned(b, uint64(fi.CodeAlign))
 		b = leb128.AppendSigned(b, int64(fi.DataAlign))
 		b = append(b, fi.ReturnAddress)
-		b = append(b, 1, pePCRel|peSdata4) // augmentation data: its length, then the encoding
+		b = append(b, 1, cfi.PEPCRel|cfi.PESdata4) // augmentation data: its length, then the encoding
 		return append(b, fi.Initial...)
 	})
 	fde := len(eh)
-	eh = ehEntry(eh, o, uint32(fde+4), func(b []byte) []byte { // CIE pointer: back from the field to the CIE at 0
+	eh = cfi.AppendEHEntry(eh, o, uint32(fde+4), func(b []byte) []byte { // CIE pointer: back from the field to the CIE at 0
 		pcBegin := int64(len(b)) // the field's offset in the .eh_frame
 		b = o.AppendUint32(b, uint32(int32(-(codeEnd + pcBegin))))
 		b = o.AppendUint32(b, uint32(codeSize)) // pc_range
@@ -157,32 +111,10 @@ func (fi *FrameInfo) UnwindingInfo(codeSize uint64) (*UnwindingInfo, error) {
 	// .eh_frame_hdr: offsets of its pointers count from the header's start
 	// (datarel) or from the field (pcrel).
 	size := int64(len(eh))
-	hdr := []byte{1, pePCRel | peSdata4, peUdata4, peDataRl | peSdata4}
-	hdr = o.AppendUint32(hdr, uint32(int32(-(size + 4)))) // eh_frame_ptr, from the field at 4
-	hdr = o.AppendUint32(hdr, 1)                          // fde_count
+	hdr := cfi.AppendEHFrameHdr(nil, o, uint32(int32(-(size + 4))), 1)
 	hdr = o.AppendUint32(hdr, uint32(int32(-(codeEnd + size))))
 	hdr = o.AppendUint32(hdr, uint32(int32(int64(fde)-size)))
 	return &UnwindingInfo{EHFrame: eh, EHFrameHdr: hdr, MappedSize: uint64(len(eh) + len(hdr))}, nil
-}
-
-// ehEntry appends a CIE (id 0) or an FDE (id: the CIE pointer) whose fields
-// after the id body appends, padded with DW_CFA_nop so that the next entry
-// is 8-aligned, as the LSB asks of 64-bit targets.
-func ehEntry(b []byte, o byteOrder, id uint32, body func([]byte) []byte) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0) // length, set below
-	b = o.AppendUint32(b, id)
-	b = body(b)
-	for (len(b)-start)%8 != 0 {
-		b = append(b, cfaNop)
-	}
-	o.PutUint32(b[start:], uint32(len(b)-start-4))
-	return b
-}
-
-type byteOrder interface {
-	binary.ByteOrder
-	binary.AppendByteOrder
 }
 
 func alignUp(v, a uint64) uint64 { return (v + a - 1) &^ (a - 1) }

@@ -4,25 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfwrite"
-	"github.com/jitprof/jitprof/internal/leb128"
-)
-
-// DW_EH_PE pointer encodings (LSB 3.0, "DWARF Exception Header Encoding").
-const (
-	pePtr     = 0x00 // absptr: address-sized
-	peUleb    = 0x01
-	peUdata2  = 0x02
-	peUdata4  = 0x03
-	peUdata8  = 0x04
-	peSleb    = 0x09
-	peSdata2  = 0x0a
-	peSdata4  = 0x0b
-	peSdata8  = 0x0c
-	pePCRel   = 0x10
-	peDataRel = 0x30
-	peAligned = 0x50
-	peInd     = 0x80
 )
 
 // ehEntry is a CIE or FDE of a function's eh_frame, to be copied into the
@@ -54,213 +37,59 @@ func (b *builder) parseEH(i int) {
 	if fn.Unwind == nil {
 		return
 	}
-	data, o := fn.Unwind.EHFrame, b.f.Order
+	size, addrSize := uint64(len(fn.Code)), b.f.AddrSize()
+	sec := cfi.Section{Data: fn.Unwind.EHFrame, Addr: fn.CodeAddr + elfwrite.AlignUp(size, 8), EH: true, Order: b.f.Order, AddrSize: addrSize}
 	first, fdes := len(b.eh), 0
 	cies := b.ehCIEs[:0]
 	defer func() { b.ehCIEs = cies[:0] }()
-	for off := 0; off < len(data); {
-		if len(data)-off < 4 {
-			b.fdesLost++ // trailing bytes that cannot be an entry
+	for off := 0; off < len(sec.Data); {
+		e, err := sec.Next(off)
+		if err != nil {
+			b.fdesLost++ // a length that cannot be read or runs past the data: the rest cannot be walked
 			break
 		}
-		length, hdr := uint64(o.Uint32(data[off:])), 4
-		if length == 0 {
-			break // the terminator
-		}
-		if length == 0xffffffff {
-			if len(data)-off < 12 {
-				b.fdesLost++
-				break
-			}
-			length, hdr = o.Uint64(data[off+4:]), 12
-		}
-		const idSize = 4
-		if length > uint64(len(data)-off-hdr) || length < idSize {
-			b.fdesLost++ // a length that runs past the data: the rest cannot be walked
+		if e.Terminator() {
 			break
 		}
-		end := off + hdr + int(length)
-		e := ehEntry{src: data[off:end], fn: i, srcOff: off, idOff: hdr, cie: -1}
-		off = end
-		id := uint64(o.Uint32(e.src[hdr:]))
-		if id == 0 {
-			if enc, ok := cieEncoding(e.src[hdr+idSize:], b.f.AddrSize()); ok {
-				e.enc = enc
+		off += len(e.Data)
+		ent := ehEntry{src: e.Data, fn: i, srcOff: e.Off, idOff: e.IDOff, cie: -1}
+		if e.CIE {
+			if c, err := sec.ParseCIE(uint64(e.Off)); err == nil {
+				ent.enc = c.Enc
 				cies = append(cies, len(b.eh))
-				b.eh = append(b.eh, e)
+				b.eh = append(b.eh, ent)
 			}
 			continue
 		}
-		ciePos := uint64(e.srcOff+hdr) - id // the pointer counts back from itself
-		e.cie = slices.IndexFunc(cies, func(c int) bool { return uint64(b.eh[c].srcOff) == ciePos })
-		if e.cie < 0 {
+		// The CIE is copied with its FDEs: it must be one met before.
+		ent.cie = slices.IndexFunc(cies, func(c int) bool { return uint64(b.eh[c].srcOff) == e.CIEOff })
+		if ent.cie < 0 {
 			b.fdesLost++ // its CIE is not in this function's data, or was not understood
 			continue
 		}
-		e.cie = cies[e.cie]
-		e.enc = b.eh[e.cie].enc
-		e.pcOff = hdr + idSize
-		var ok bool
-		if e.target, ok = b.fdeTarget(&e, uint64(len(fn.Code)), fn.CodeAddr); !ok {
+		ent.cie = cies[ent.cie]
+		c, _ := sec.ParseCIE(e.CIEOff) // understood above
+		f, err := sec.FDE(&e, &c)
+		n := cfi.PtrSize(c.Enc, addrSize)
+		if err != nil || n == 0 { // a LEB128 pc_begin cannot be rewritten in place
 			b.fdesLost++
 			continue
 		}
-		b.eh = append(b.eh, e)
+		target := f.Start - fn.CodeAddr
+		if n == 4 && addrSize == 4 {
+			target = uint64(uint32(target)) // 32-bit address arithmetic wraps
+		}
+		if target >= size || f.End-f.Start > size-target {
+			b.fdesLost++ // not within the function
+			continue
+		}
+		ent.enc, ent.pcOff, ent.target = c.Enc, f.PCOff, target
+		b.eh = append(b.eh, ent)
 		fdes++
 	}
 	if fdes == 0 {
 		b.eh = b.eh[:first] // CIEs alone describe no code
 	}
-}
-
-// readUint reads an n-byte unsigned value in the target's byte order.
-func (b *builder) readUint(p []byte, n int) uint64 {
-	switch n {
-	case 2:
-		return uint64(b.f.Order.Uint16(p))
-	case 4:
-		return uint64(b.f.Order.Uint32(p))
-	}
-	return b.f.Order.Uint64(p)
-}
-
-// encSize is the size of a pointer of encoding enc, 0 when variable or
-// not understood.
-func encSize(enc byte, addrSize int) int {
-	switch enc & 0x0f {
-	case pePtr:
-		return addrSize
-	case peUdata2, peSdata2:
-		return 2
-	case peUdata4, peSdata4:
-		return 4
-	case peUdata8, peSdata8:
-		return 8
-	}
-	return 0
-}
-
-func encSigned(enc byte) bool { return enc&0x08 != 0 }
-
-// fdeTarget decodes e's pc_begin and pc_range and tells where its range
-// starts in the function, when all of it lies within the function's size
-// bytes of code at codeAddr.
-func (b *builder) fdeTarget(e *ehEntry, size, codeAddr uint64) (uint64, bool) {
-	app, n := e.enc&0x70, encSize(e.enc, b.f.AddrSize())
-	if e.enc&peInd != 0 || (app != pePtr && app != pePCRel) || n == 0 || e.pcOff+2*n > len(e.src) {
-		return 0, false
-	}
-	v := b.readUint(e.src[e.pcOff:], n)
-	if encSigned(e.enc) && n < 8 {
-		v = uint64(int64(v<<(64-8*n)) >> (64 - 8*n))
-	}
-	pcRange := b.readUint(e.src[e.pcOff+n:], n)
-	var target uint64
-	if app == pePCRel {
-		target = elfwrite.AlignUp(size, 8) + uint64(e.srcOff+e.pcOff) + v
-	} else {
-		target = v - codeAddr
-	}
-	if n == 4 && b.f.AddrSize() == 4 {
-		target = uint64(uint32(target)) // 32-bit address arithmetic wraps
-	}
-	return target, target < size && pcRange <= size-target
-}
-
-// cieEncoding returns the FDE pointer encoding of the CIE whose body (after
-// the CIE id) is p: absptr unless its augmentation says otherwise through
-// 'R'. Augmentations this cannot walk make the CIE, and its FDEs, unusable.
-func cieEncoding(p []byte, addrSize int) (byte, bool) {
-	r := ehReader{p: p}
-	version := r.u8()
-	aug := r.cstring()
-	if version != 1 && version != 3 {
-		return 0, false
-	}
-	r.uleb() // code alignment
-	r.uleb() // data alignment (signed, but only skipped)
-	if version == 1 {
-		r.u8() // return address register
-	} else {
-		r.uleb()
-	}
-	if len(aug) == 0 {
-		return pePtr, !r.bad
-	}
-	if aug[0] != 'z' {
-		return 0, false
-	}
-	r.uleb() // augmentation data length
-	for _, c := range aug[1:] {
-		switch c {
-		case 'R':
-			enc := r.u8()
-			return enc, !r.bad
-		case 'L':
-			r.u8()
-		case 'P':
-			enc := r.u8()
-			n := encSize(enc, addrSize)
-			if enc&0x70 == peAligned || n == 0 && enc&0x0f != peUleb && enc&0x0f != peSleb {
-				return 0, false
-			}
-			if n == 0 {
-				r.uleb()
-			} else {
-				r.skip(n)
-			}
-		case 'S', 'B':
-		default:
-			return 0, false // unknown: where its data ends is not known
-		}
-	}
-	return pePtr, !r.bad
-}
-
-// ehReader reads the fields of a CIE; bad tells that it ran out of bytes.
-type ehReader struct {
-	p   []byte
-	bad bool
-}
-
-func (r *ehReader) u8() byte {
-	if len(r.p) == 0 {
-		r.bad = true
-		return 0
-	}
-	c := r.p[0]
-	r.p = r.p[1:]
-	return c
-}
-
-func (r *ehReader) skip(n int) {
-	if len(r.p) < n {
-		r.bad = true
-		n = len(r.p)
-	}
-	r.p = r.p[n:]
-}
-
-func (r *ehReader) uleb() uint64 {
-	v, n := leb128.Unsigned(r.p)
-	if n == 0 {
-		r.bad = true
-		n = len(r.p)
-	}
-	r.p = r.p[n:]
-	return v
-}
-
-func (r *ehReader) cstring() []byte {
-	for i, c := range r.p {
-		if c == 0 {
-			s := r.p[:i]
-			r.p = r.p[i+1:]
-			return s
-		}
-	}
-	r.bad = true
-	return nil
 }
 
 // layoutEH places the collected entries in an .eh_frame at ehStart and
@@ -278,10 +107,10 @@ func (b *builder) layoutEH(ehStart uint64) {
 		}
 		target := b.offs[e.fn] + e.target
 		e.val = target
-		if e.enc&0x70 == pePCRel {
+		if e.enc&0x70 == cfi.PEPCRel {
 			e.val = target - (ehStart + cur + uint64(e.pcOff))
 		}
-		if !fits(e.val, e.enc, addrSize) {
+		if !cfi.Fits(e.val, e.enc, addrSize) {
 			e.newOff = dropped
 			b.fdesLost++
 			continue
@@ -305,14 +134,7 @@ func (b *builder) layoutEH(ehStart uint64) {
 		}
 		ent := b.ehFrame[start:]
 		o.PutUint32(ent[e.idOff:], uint32(e.newOff+uint64(e.idOff)-b.eh[e.cie].newOff))
-		switch encSize(e.enc, addrSize) {
-		case 2:
-			o.PutUint16(ent[e.pcOff:], uint16(e.val))
-		case 4:
-			o.PutUint32(ent[e.pcOff:], uint32(e.val))
-		case 8:
-			o.PutUint64(ent[e.pcOff:], e.val)
-		}
+		cfi.PutPtr(ent[e.pcOff:], o, e.val, e.enc, addrSize)
 	}
 	less := func(x, y ehTableEntry) int { return cmp.Compare(x.loc, y.loc) }
 	if !slices.IsSortedFunc(b.ehTable, less) {
@@ -320,28 +142,12 @@ func (b *builder) layoutEH(ehStart uint64) {
 	}
 }
 
-// fits tells whether v can be stored as a pointer of encoding enc. A
-// pointer as wide as an address always can: address arithmetic wraps.
-func fits(v uint64, enc byte, addrSize int) bool {
-	n := encSize(enc, addrSize)
-	if n >= addrSize {
-		return true
-	}
-	bits := 8 * n
-	if encSigned(enc) {
-		return int64(v)>>(bits-1) == 0 || int64(v)>>(bits-1) == -1
-	}
-	return v>>bits == 0
-}
-
 // writeEHHdr writes the .eh_frame_hdr at hdrStart for the .eh_frame at
 // ehStart: the eh_frame pointer pc-relative, the search table's entries
 // relative to the header, all 4 bytes, as every linker writes them.
 func (b *builder) writeEHHdr(ehStart, hdrStart uint64) {
 	o := b.f.Order
-	h := append(b.ehHdr[:0], 1, pePCRel|peSdata4, peUdata4, peDataRel|peSdata4)
-	h = o.AppendUint32(h, uint32(ehStart-(hdrStart+4)))
-	h = o.AppendUint32(h, uint32(len(b.ehTable)))
+	h := cfi.AppendEHFrameHdr(b.ehHdr[:0], o, uint32(ehStart-(hdrStart+4)), uint32(len(b.ehTable)))
 	for _, e := range b.ehTable {
 		h = o.AppendUint32(h, uint32(e.loc-hdrStart))
 		h = o.AppendUint32(h, uint32(e.fde-hdrStart))

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -89,23 +90,23 @@ func TestEHFrameVariants(t *testing.T) {
 				e.o = o
 			}
 			// Absolute pointers, two FDEs.
-			c := abs.cie(false, "zR", pePtr)
+			c := abs.cie(false, "zR", cfi.PEAbs)
 			abs.fde(false, c, absolute(o, is64, addr(0)+8, 16))
 			abs.fde(false, c, absolute(o, is64, addr(0), 8))
 			// 64-bit DWARF, pc-relative.
-			c = wide.cie(true, "zR", pePCRel|peSdata4)
+			c = wide.cie(true, "zR", cfi.PEPCRel|cfi.PESdata4)
 			wide.fde(true, c, pcrel(o, size, 0, size/2))
 			wide.fde(true, c, pcrel(o, size, size/2, size-size/2))
 			// One good FDE; one outside the function; one of an unknown
 			// augmentation; one whose CIE pointer leads nowhere.
-			c = mixed.cie(false, "zR", pePCRel|peSdata4)
+			c = mixed.cie(false, "zR", cfi.PEPCRel|cfi.PESdata4)
 			mixed.fde(false, c, pcrel(o, size, 4, 10))
 			mixed.fde(false, c, pcrel(o, size, size-2, 10))
 			bad := mixed.cie(false, "zX", 0)
 			mixed.fde(false, bad, pcrel(o, size, 0, 4))
 			mixed.fde(false, c+2, pcrel(o, size, 0, 4))
 			// A good FDE, then an entry whose length runs past the data.
-			c = cut.cie(false, "zLR", 0xff, pePCRel|peSdata4)
+			c = cut.cie(false, "zLR", 0xff, cfi.PEPCRel|cfi.PESdata4)
 			cut.fde(false, c, pcrel(o, size, 0, size))
 			cut.b = o.AppendUint32(cut.b, 1000)
 			// A terminator, then bytes that are no entry.

@@ -3,24 +3,18 @@ package perfprof
 import (
 	"fmt"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
 )
 
-// perf's numbers of the x86-64 registers a walk starts from, as
-// REGS_USER's mask orders them (arch/x86/include/uapi/asm/perf_regs.h).
-const (
-	perfRegBP = 6
-	perfRegSP = 7
-	perfRegIP = 8
-)
-
 // unwinder walks the user stacks that samples hold (perf record
 // --call-graph dwarf, jitprof record --call-graph dwarf): the registers at
 // the sample and a copy of the stack above the stack pointer.
 type unwinder struct {
+	arch  *cfi.Arch // the recording's: which of the sample's registers are which
 	space *symbolize.Space
 	// pid and t are the sample being walked, for find.
 	pid   uint32
@@ -41,7 +35,7 @@ type cachedRule struct {
 }
 
 // newUnwinder returns the unwinder of a recording whose samples hold user
-// stacks. The walker knows x86-64's frames only.
+// stacks, of an architecture whose frames the walker knows.
 func newUnwinder(r *perfdata.Reader, space *symbolize.Space) (*unwinder, error) {
 	arch, ok, err := r.StringFeature(perfdata.FeatureArch)
 	if err != nil {
@@ -56,10 +50,14 @@ func newUnwinder(r *perfdata.Reader, space *symbolize.Space) (*unwinder, error) 
 		}
 		arch = unix.ByteSliceToString(u.Machine[:])
 	}
-	if arch != "x86_64" {
+	a, err := cfi.ArchNamed(arch)
+	if err != nil {
 		return nil, fmt.Errorf("the samples hold user stacks to unwind, which jitprof does for x86_64 recordings only, not for %q", arch)
 	}
-	u := &unwinder{space: space, rules: make([]cachedRule, lookupSlots)}
+	if err := unwind.Supported(a); err != nil {
+		return nil, fmt.Errorf("the samples hold user stacks to unwind, and %v (the recording is of %s)", err, arch)
+	}
+	u := &unwinder{arch: a, space: space, rules: make([]cachedRule, lookupSlots)}
 	u.find = u.rule
 	return u, nil
 }
@@ -100,17 +98,17 @@ func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
 			}
 		}
 	}
-	ip, okIP := s.UserRegister(perfRegIP)
-	sp, okSP := s.UserRegister(perfRegSP)
-	bp, okBP := s.UserRegister(perfRegBP)
-	if s.RegsABI == perfdata.RegsABINone || !okIP || !okSP || !okBP {
+	ip, okIP := s.UserRegister(u.arch.PerfIP)
+	sp, okSP := s.UserRegister(u.arch.PerfSP)
+	fp, okFP := s.UserRegister(u.arch.PerfFP)
+	if s.RegsABI == perfdata.RegsABINone || !okIP || !okSP || !okFP {
 		if len(a.ids) == 0 {
 			a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel))
 		}
 		return
 	}
 	u.pid, u.t = s.Pid, t
-	u.pcs, u.stop = unwind.Walk(unwind.Regs{IP: ip, SP: sp, BP: bp}, s.StackUser, u.find, u.pcs[:0])
+	u.pcs, u.stop = unwind.Walk(unwind.Regs{IP: ip, SP: sp, FP: fp}, s.StackUser, u.find, u.pcs[:0])
 	u.walked = true
 	// The registers' ip is where the thread was interrupted, not a
 	// return address, even below kernel frames: perf does not step it

@@ -88,7 +88,7 @@ func BenchmarkWalk(b *testing.B) {
 		s.put(fp+8, pcAt(i+1))
 	}
 	// The last frame returns to 0 (the copy is zeroed there).
-	regs := Regs{IP: pcAt(0), SP: sp, BP: sp}
+	regs := Regs{IP: pcAt(0), SP: sp, FP: sp}
 	pcs := make([]uint64, 0, MaxDepth)
 	var frames int
 	for b.Loop() {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -18,7 +19,7 @@ func debugFrame(fdes []testFDE) []byte {
 	o := binary.LittleEndian
 	entry := func(b []byte, body []byte) []byte {
 		for (len(body)+4)%8 != 0 {
-			body = append(body, opNop)
+			body = append(body, cfi.OpNop)
 		}
 		return append(o.AppendUint32(b, uint32(len(body))), body...)
 	}

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfsym"
 )
 
@@ -55,8 +56,15 @@ func FromELFImage(img []byte, name string) (*Table, error) {
 // fromELF builds the table of f, recorded at path; root, when not nil,
 // finds its separate debug files.
 func fromELF(f *elf.File, path string, buildID []byte, root func(string) string) (*Table, error) {
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("unwind: %s: %v %v is not supported (x86-64 only)", path, f.Class, f.Machine)
+	arch, err := cfi.ArchOf(f.Machine)
+	if err == nil && f.Class != elf.ELFCLASS64 {
+		err = fmt.Errorf("%v %v is not supported", f.Class, f.Machine)
+	}
+	if err == nil {
+		err = Supported(arch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unwind: %s: %v", path, err)
 	}
 	id := elfsym.BuildID(f)
 	if len(buildID) > 0 && id != nil && !bytes.Equal(id, buildID) {
@@ -64,6 +72,7 @@ func fromELF(f *elf.File, path string, buildID []byte, root func(string) string)
 	}
 
 	t := &Table{}
+	m := &cfi.Machine{Arch: arch}
 	var fdes []fde
 	add := func(f *elf.File, file, name string, prio int) {
 		s := f.Section(name)
@@ -75,8 +84,8 @@ func fromELF(f *elf.File, path string, buildID []byte, root func(string) string)
 			t.problem(fmt.Errorf("unwind: %s: %s: %v", file, name, err))
 			return
 		}
-		sec := &section{file: file, name: name, data: data, addr: s.Addr, eh: name == ".eh_frame"}
-		fdes = parseSection(sec, fdes, prio, t.problem)
+		sec := &cfi.Section{File: file, Name: name, Data: data, Addr: s.Addr, EH: name == ".eh_frame", Order: f.ByteOrder}
+		fdes = parseSection(sec, m, fdes, prio, t.problem)
 	}
 	add(f, path, ".eh_frame", prioEHFrame)
 	add(f, path, ".debug_frame", prioDebugFrame)
@@ -116,7 +125,7 @@ func fromELF(f *elf.File, path string, buildID []byte, root func(string) string)
 			return false
 		}
 	}
-	if err := t.build(fdes, keep); err != nil {
+	if err := t.build(m, fdes, keep); err != nil {
 		return nil, fmt.Errorf("unwind: %s: %v", path, err)
 	}
 	if t.Len() == 0 {

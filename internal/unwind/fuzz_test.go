@@ -1,9 +1,11 @@
 package unwind
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -44,8 +46,8 @@ func checkTable(t *testing.T, tab *Table, lo, hi uint64) {
 func ehSeeds(f *testing.F) {
 	for _, p := range []jitdump.CFAProgram{
 		jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(3).DefCFARegister(rbp).AdvanceLoc(30).DefCFA(rsp, 8),
-		raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).AdvanceLoc(4), opRememberState, opDefCFAOffset, 8, 0x41, opRestoreState),
-		raw(nil, opDefCFAExpr, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22),
+		raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).AdvanceLoc(4), cfi.OpRememberState, cfi.OpDefCFAOffset, 8, 0x41, cfi.OpRestoreState),
+		raw(nil, cfi.OpDefCFAExpr, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22),
 	} {
 		u, err := x86(p).UnwindingInfo(64)
 		if err != nil {
@@ -53,7 +55,7 @@ func ehSeeds(f *testing.F) {
 		}
 		f.Add(u.EHFrame, uint16(64))
 	}
-	eh, _ := ehFrame(0x1000+0x100, []testFDE{{start: 0x1000, size: 0x10, instr: []byte{0x41, opDefCFAOffset, 16}}, {start: 0x1020, size: 0x10}})
+	eh, _ := ehFrame(0x1000+0x100, []testFDE{{start: 0x1000, size: 0x10, instr: []byte{0x41, cfi.OpDefCFAOffset, 16}}, {start: 0x1020, size: 0x10}})
 	f.Add(eh, uint16(0x100))
 }
 
@@ -76,13 +78,14 @@ func FuzzEHFrame(f *testing.F) {
 func FuzzDebugFrame(f *testing.F) {
 	f.Add(debugFrame([]testFDE{
 		{start: 0x1000, size: 0x40, instr: jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(64)},
-		{start: 0x1040, size: 0x40, instr: raw(jitdump.CFAProgram{}.AdvanceLoc(4), opUndefined, rip)},
+		{start: 0x1040, size: 0x40, instr: raw(jitdump.CFAProgram{}.AdvanceLoc(4), cfi.OpUndefined, rip)},
 	}))
-	f.Add(debugFrame([]testFDE{{start: 1 << 40, size: 0x40, instr: []byte{opSetLoc, 1, 0, 0, 0, 0, 1, 0, 0}}}))
+	f.Add(debugFrame([]testFDE{{start: 1 << 40, size: 0x40, instr: []byte{cfi.OpSetLoc, 1, 0, 0, 0, 0, 1, 0, 0}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tab := &Table{}
-		sec := &section{file: "fuzz", name: ".debug_frame", data: data}
-		if err := tab.build(parseSection(sec, nil, prioDebugFrame, tab.problem), nil); err != nil {
+		sec := &cfi.Section{File: "fuzz", Name: ".debug_frame", Data: data, Order: binary.LittleEndian}
+		m := &cfi.Machine{Arch: cfi.X86_64}
+		if err := tab.build(m, parseSection(sec, m, nil, prioDebugFrame, tab.problem), nil); err != nil {
 			return
 		}
 		checkTable(t, tab, 0, ^uint64(0))
@@ -93,7 +96,7 @@ func FuzzDebugFrame(f *testing.F) {
 // the leaf's IP first.
 func FuzzWalk(f *testing.F) {
 	regs, s, _ := chain()
-	f.Add(s.mem, regs.IP, regs.SP, regs.BP)
+	f.Add(s.mem, regs.IP, regs.SP, regs.FP)
 	f.Add(s.mem, uint64(0x500b), regs.SP, regs.SP)
 	u, err := x86(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(3).DefCFARegister(rbp)).UnwindingInfo(0x100)
 	if err != nil {
@@ -111,7 +114,7 @@ func FuzzWalk(f *testing.F) {
 		return tab.Lookup(pc)
 	}
 	f.Fuzz(func(t *testing.T, stack []byte, ip, sp, bp uint64) {
-		pcs, stop := Walk(Regs{IP: ip, SP: sp, BP: bp}, stack, find, nil)
+		pcs, stop := Walk(Regs{IP: ip, SP: sp, FP: bp}, stack, find, nil)
 		if len(pcs) == 0 || pcs[0] != ip || len(pcs) > MaxDepth || stop > StopDepth {
 			t.Fatalf("Walk = %d frames, %v", len(pcs), stop)
 		}

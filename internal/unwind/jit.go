@@ -1,8 +1,10 @@
 package unwind
 
 import (
+	"encoding/binary"
 	"fmt"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -20,15 +22,17 @@ func FromUnwindingInfo(u *jitdump.UnwindingInfo, codeAddr, codeSize uint64) (*Ta
 	if codeAddr+codeSize < codeAddr || codeSize >= 1<<32 {
 		return nil, fmt.Errorf("unwind: %s: code size %#x does not fit", name, codeSize)
 	}
-	sec := &section{file: name, name: ".eh_frame", data: u.EHFrame, addr: codeAddr + (codeSize+7)&^7, eh: true}
+	// A dump is read on the machine it was recorded on, as perf reads it.
+	sec := &cfi.Section{File: name, Name: ".eh_frame", Data: u.EHFrame, Addr: codeAddr + (codeSize+7)&^7, EH: true, Order: binary.LittleEndian}
 	t := &Table{}
-	fdes := parseSection(sec, nil, prioEHFrame, t.problem)
+	m := &cfi.Machine{Arch: cfi.X86_64}
+	fdes := parseSection(sec, m, nil, prioEHFrame, t.problem)
 	for _, f := range fdes {
-		if f.cie.raReg != dwRIP {
-			return nil, fmt.Errorf("unwind: %s: the return address is in DWARF register %d: not x86-64 CFI, and only x86-64 is supported", name, f.cie.raReg)
+		if f.CIE.RA != m.Arch.RA {
+			return nil, fmt.Errorf("unwind: %s: the return address is in DWARF register %d: not x86-64 CFI, and only x86-64 is supported", name, f.CIE.RA)
 		}
 	}
-	err := t.build(fdes, func(start, end uint64) bool {
+	err := t.build(m, fdes, func(start, end uint64) bool {
 		return start >= codeAddr && end <= codeAddr+codeSize
 	})
 	if err != nil {

@@ -246,11 +246,11 @@ func readelfRule(col map[string]string, plt Rule) Rule {
 			return Rule{}
 		}
 		n, _ := strconv.Atoi(m[1])
-		r.BPOff = int16(n)
+		r.FPOff = int16(n)
 	}
 	cfa := col["CFA"]
 	if cfa == "exp" {
-		if plt.Kind != KindPLT || plt.RAOff != r.RAOff || r.BPOff != 0 {
+		if plt.Kind != KindPLT || plt.RAOff != r.RAOff || r.FPOff != 0 {
 			return Rule{}
 		}
 		return plt
@@ -262,7 +262,7 @@ func readelfRule(col map[string]string, plt Rule) Rule {
 	n, _ = strconv.Atoi(m[2])
 	r.CFAOff, r.Kind = int32(n), KindSP
 	if m[1] == "rbp" {
-		r.Kind = KindBP
+		r.Kind = KindFP
 	}
 	return r
 }

@@ -6,15 +6,20 @@
 // A module's CFA programs are run once, when its Table is built, and each
 // row is kept as a small Rule over an address range, as samply's framehop
 // and the OpenTelemetry eBPF profiler's stack deltas do: a frame then costs
-// a binary search and two loads, not a CFA program run. x86-64 only.
+// a binary search and two loads, not a CFA program run. The CFI itself is
+// read by package cfi; the rules are of x86-64's shape (Supported).
 package unwind
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/jitprof/jitprof/internal/cfi"
+	"github.com/jitprof/jitprof/internal/leb128"
 )
 
 // Kind says how a Rule finds the caller's frame.
@@ -22,8 +27,8 @@ type Kind uint8
 
 const (
 	KindNone Kind = iota // no rule here: the walker steps by the frame pointer
-	KindSP               // CFA = rsp + CFAOff
-	KindBP               // CFA = rbp + CFAOff
+	KindSP               // CFA = the stack pointer + CFAOff
+	KindFP               // CFA = the frame pointer + CFAOff
 	// KindPLT is the CFA of a lazy-binding PLT entry of 16 bytes (the
 	// DW_CFA_def_cfa_expression GNU ld writes for .plt): CFA = rsp + CFAOff,
 	// plus 8 when the pc's offset in its 16-byte entry is PLTMin or more
@@ -32,21 +37,23 @@ const (
 	KindEnd // the CFI says the return address is undefined: the outermost frame
 )
 
-// Rule says how to find the caller's frame at one pc (x86-64): the CFA
-// (canonical frame address: the caller's rsp) from rsp or rbp, the return
-// address at CFA+RAOff, the caller's rbp at CFA+BPOff, or rbp unchanged
-// when BPOff is 0. A row that says more than this can express (a CFA from
-// another register or a general expression, rbp or the return address kept
-// in a register or given by an expression) has no Rule, and the walker
-// falls back to the frame pointer there.
+// Rule says how to find the caller's frame at one pc: the CFA (canonical
+// frame address: the caller's stack pointer) from the stack or the frame
+// pointer (rsp, rbp on x86-64), the return address at CFA+RAOff, the
+// caller's frame pointer at CFA+FPOff, or the frame pointer unchanged when
+// FPOff is 0. A row that says more than this can express (a CFA from
+// another register or a general expression, the frame pointer or the
+// return address kept in a register or given by an expression) has no
+// Rule, and the walker falls back to the frame pointer there.
 type Rule struct {
 	Kind   Kind
 	PLTMin uint8 // KindPLT only
 	RAOff  int16
-	BPOff  int16
+	FPOff  int16
 	CFAOff int32
 }
 
+// String names the registers as x86-64's, the one shape Rules have yet.
 func (r Rule) String() string {
 	var s string
 	switch r.Kind {
@@ -56,14 +63,14 @@ func (r Rule) String() string {
 		return "end"
 	case KindSP:
 		s = fmt.Sprintf("rsp%+d", r.CFAOff)
-	case KindBP:
+	case KindFP:
 		s = fmt.Sprintf("rbp%+d", r.CFAOff)
 	case KindPLT:
 		s = fmt.Sprintf("plt(rsp%+d,%d)", r.CFAOff, r.PLTMin)
 	}
 	s += fmt.Sprintf(" ra=c%+d", r.RAOff)
-	if r.BPOff != 0 {
-		s += fmt.Sprintf(" rbp=c%+d", r.BPOff)
+	if r.FPOff != 0 {
+		s += fmt.Sprintf(" rbp=c%+d", r.FPOff)
 	}
 	return s
 }
@@ -190,16 +197,17 @@ func (t *Table) problem(err error) {
 	}
 }
 
-// build compiles fdes into t. Where FDEs overlap, the one of lower prio
-// (.eh_frame before .debug_frame) wins, and between FDEs of one section the
-// earlier starting one. keep, when not nil, drops FDEs outside the code.
-func (t *Table) build(all []fde, keep func(start, end uint64) bool) error {
+// build compiles fdes into t, running their programs with m. Where FDEs
+// overlap, the one of lower prio (.eh_frame before .debug_frame) wins, and
+// between FDEs of one section the earlier starting one. keep, when not
+// nil, drops FDEs outside the code.
+func (t *Table) build(m *cfi.Machine, all []fde, keep func(start, end uint64) bool) error {
 	// Sorted by start through small keys: .eh_frame lists FDEs by object
 	// file, not by address, and moving whole FDEs took a fifth of building
 	// node's table (76,000 FDEs). Ties go to the earlier entry.
 	order := make([]fdeKey, len(all))
 	for i := range all {
-		order[i] = fdeKey{all[i].start, int32(all[i].prio), int32(i)}
+		order[i] = fdeKey{all[i].Start, int32(all[i].prio), int32(i)}
 	}
 	slices.SortFunc(order, func(a, b fdeKey) int {
 		if c := cmp.Compare(a.start, b.start); c != 0 {
@@ -215,17 +223,17 @@ func (t *Table) build(all []fde, keep func(start, end uint64) bool) error {
 	fdes := make([]*fde, 0, len(order))
 	for _, k := range order {
 		f := &all[k.i]
-		if keep != nil && !keep(f.start, f.end) {
-			t.problem(f.sec.errorf(f.off, "FDE covers [%#x, %#x), outside the code", f.start, f.end))
+		if keep != nil && !keep(f.Start, f.End) {
+			t.problem(f.sec.Errorf(f.Off, "FDE covers [%#x, %#x), outside the code", f.Start, f.End))
 			continue
 		}
-		if n := len(fdes); n > 0 && f.start < fdes[n-1].end {
+		if n := len(fdes); n > 0 && f.Start < fdes[n-1].End {
 			last := &fdes[n-1]
 			switch {
 			case f.prio < (*last).prio:
 				*last = f // described by a preferred section
 			case f.prio == (*last).prio:
-				t.problem(f.sec.errorf(f.off, "FDE [%#x, %#x) overlaps the one at %#x", f.start, f.end, (*last).off))
+				t.problem(f.sec.Errorf(f.Off, "FDE [%#x, %#x) overlaps the one at %#x", f.Start, f.End, (*last).Off))
 			}
 			continue
 		}
@@ -234,8 +242,8 @@ func (t *Table) build(all []fde, keep func(start, end uint64) bool) error {
 	if len(fdes) == 0 {
 		return nil
 	}
-	t.base = fdes[0].start
-	if end := fdes[len(fdes)-1].end; end-t.base > math.MaxUint32 {
+	t.base = fdes[0].Start
+	if end := fdes[len(fdes)-1].End; end-t.base > math.MaxUint32 {
 		return fmt.Errorf("FDEs span [%#x, %#x), over 4 GiB", t.base, end)
 	}
 
@@ -243,20 +251,18 @@ func (t *Table) build(all []fde, keep func(start, end uint64) bool) error {
 	t.rules = []Rule{{}}
 	t.addr = make([]uint32, 0, len(fdes)*4)
 	t.rule = make([]uint16, 0, len(fdes)*4)
-	m := machine{emit: true}
 	for _, f := range fdes {
-		m.c, m.init, m.st = f.cie, &f.cie.start, f.cie.start
-		m.loc, m.end, m.rows = f.start, f.end, m.rows[:0]
-		if err := m.run(f.prog); err != nil {
-			t.problem(f.sec.errorf(f.off, "FDE [%#x, %#x): %v", f.start, f.end, err))
+		rows, err := m.Rows(&f.FDE)
+		if err != nil {
+			t.problem(f.sec.Errorf(f.Off, "FDE [%#x, %#x): %v", f.Start, f.End, err))
 			continue
 		}
-		for _, r := range m.rows {
-			if err := b.add(r.loc, r.rule); err != nil {
+		for i := range rows {
+			if err := b.add(rows[i].Loc, toRule(&rows[i].State, m.Arch)); err != nil {
 				return err
 			}
 		}
-		if err := b.add(f.end, Rule{}); err != nil {
+		if err := b.add(f.End, Rule{}); err != nil {
 			return err
 		}
 	}
@@ -272,11 +278,6 @@ type fdeKey struct {
 	prio, i int32
 }
 
-type row struct {
-	loc  uint64
-	rule Rule
-}
-
 type builder struct {
 	t     *Table
 	index map[Rule]uint16
@@ -290,7 +291,7 @@ type builder struct {
 // add appends a row at loc, which is not before the last row's start.
 func (b *builder) add(loc uint64, r Rule) error {
 	t := b.t
-	h := uint32(r.CFAOff) ^ uint32(r.Kind)<<4 ^ uint32(uint16(r.RAOff))<<1 ^ uint32(uint16(r.BPOff))<<2
+	h := uint32(r.CFAOff) ^ uint32(r.Kind)<<4 ^ uint32(uint16(r.RAOff))<<1 ^ uint32(uint16(r.FPOff))<<2
 	slot := &b.recent[(h^h>>6)&63]
 	idx := *slot
 	if t.rules[idx] != r {
@@ -322,78 +323,82 @@ func (b *builder) add(loc uint64, r Rule) error {
 	return nil
 }
 
-// toRule reduces a row to a Rule, or the empty rule when it says more than
-// a Rule can express.
-func toRule(st *state) Rule {
+// toRule reduces a row of arch's to a Rule, or the empty rule when it says
+// more than a Rule can express.
+func toRule(st *cfi.State, arch *cfi.Arch) Rule {
 	var r Rule
-	switch st.ra.kind {
-	case regUndef:
+	switch st.RA.Kind {
+	case cfi.RegUndef:
 		return Rule{Kind: KindEnd}
-	case regOffset:
-		if st.ra.off < math.MinInt16 || st.ra.off > math.MaxInt16 {
+	case cfi.RegOffset:
+		if st.RA.Off < math.MinInt16 || st.RA.Off > math.MaxInt16 {
 			return Rule{}
 		}
-		r.RAOff = int16(st.ra.off)
+		r.RAOff = int16(st.RA.Off)
 	default:
 		return Rule{}
 	}
-	switch st.bp.kind {
-	case regSame, regUndef:
-	case regOffset:
-		if st.bp.off == 0 || st.bp.off < math.MinInt16 || st.bp.off > math.MaxInt16 {
+	switch st.FP.Kind {
+	case cfi.RegSame, cfi.RegUndef:
+	case cfi.RegOffset:
+		if st.FP.Off == 0 || st.FP.Off < math.MinInt16 || st.FP.Off > math.MaxInt16 {
 			return Rule{}
 		}
-		r.BPOff = int16(st.bp.off)
+		r.FPOff = int16(st.FP.Off)
 	default:
 		return Rule{}
 	}
-	if st.cfaExpr != nil {
-		off, min, ok := pltExpr(st.cfaExpr)
+	if st.CFAExpr != nil {
+		off, min, ok := pltExpr(st.CFAExpr, arch)
 		if !ok {
 			return Rule{}
 		}
 		r.Kind, r.CFAOff, r.PLTMin = KindPLT, off, min
 		return r
 	}
-	if st.cfaOff < math.MinInt32 || st.cfaOff > math.MaxInt32 {
+	if st.CFAOff < math.MinInt32 || st.CFAOff > math.MaxInt32 {
 		return Rule{}
 	}
-	r.CFAOff = int32(st.cfaOff)
-	switch st.cfaReg {
-	case dwRSP:
+	r.CFAOff = int32(st.CFAOff)
+	switch st.CFAReg {
+	case arch.SP:
 		r.Kind = KindSP
-	case dwRBP:
-		r.Kind = KindBP
+	case arch.FP:
+		r.Kind = KindFP
 	default:
 		return Rule{}
 	}
 	return r
 }
 
-// pltExpr recognizes the CFA expression of GNU ld's lazy PLT:
+// pltExpr recognizes the CFA expression GNU ld writes for x86-64's lazy
+// PLT, of 16-byte entries:
 //
 //	DW_OP_breg7 (rsp) off; DW_OP_breg16 (rip) 0; DW_OP_lit15; DW_OP_and;
 //	DW_OP_litN; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus
 //
 // that is rsp + off + ((rip & 15) >= N) << 3.
-func pltExpr(e []byte) (off int32, min uint8, ok bool) {
-	r := reader{p: e}
-	if r.u8() != 0x77 { // DW_OP_breg7
+func pltExpr(e []byte, arch *cfi.Arch) (off int32, min uint8, ok bool) {
+	const breg0, lit0, lit31 = 0x70, 0x30, 0x4f
+	if arch != cfi.X86_64 || len(e) < 1 || e[0] != breg0+byte(arch.SP) {
 		return 0, 0, false
 	}
-	o := r.sleb()
-	if r.u8() != 0x80 || r.sleb() != 0 || r.u8() != 0x3f || r.u8() != 0x1a { // breg16 0, lit15, and
+	o, n := leb128.Signed(e[1:])
+	if n == 0 || o < math.MinInt32 || o > math.MaxInt32 {
 		return 0, 0, false
 	}
-	lit := r.u8()
-	if lit < 0x30 || lit > 0x4f || r.bad { // DW_OP_lit0..31
+	e = e[1+n:]
+	if len(e) < 1 || e[0] != breg0+byte(arch.IP) {
 		return 0, 0, false
 	}
-	if rest := r.p; len(rest) != 4 || rest[0] != 0x2a || rest[1] != 0x33 || rest[2] != 0x24 || rest[3] != 0x22 { // ge, lit3, shl, plus
+	z, n := leb128.Signed(e[1:])
+	if n == 0 || z != 0 {
 		return 0, 0, false
 	}
-	if o < math.MinInt32 || o > math.MaxInt32 {
+	e = e[1+n:]
+	// lit15, and, litN, ge, lit3, shl, plus
+	if len(e) != 7 || !bytes.Equal(e[:2], []byte{0x3f, 0x1a}) || e[2] < lit0 || e[2] > lit31 || !bytes.Equal(e[3:], []byte{0x2a, 0x33, 0x24, 0x22}) {
 		return 0, 0, false
 	}
-	return int32(o), lit - 0x30, true
+	return int32(o), e[2] - lit0, true
 }

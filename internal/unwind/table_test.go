@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 )
@@ -32,8 +33,8 @@ func raw(p jitdump.CFAProgram, b ...byte) jitdump.CFAProgram { return append(p, 
 
 var (
 	entry  = Rule{Kind: KindSP, CFAOff: 8, RAOff: -8}
-	pushed = Rule{Kind: KindSP, CFAOff: 16, RAOff: -8, BPOff: -16}
-	framed = Rule{Kind: KindBP, CFAOff: 16, RAOff: -8, BPOff: -16}
+	pushed = Rule{Kind: KindSP, CFAOff: 16, RAOff: -8, FPOff: -16}
+	framed = Rule{Kind: KindFP, CFAOff: 16, RAOff: -8, FPOff: -16}
 )
 
 // The rows of hand-written CFA programs, as DWARF 5 section 6.4 defines
@@ -53,30 +54,30 @@ func TestFromUnwindingInfo(t *testing.T) {
 				AdvanceLoc(30).DefCFA(rsp, 8).Restore(rbp),
 			map[uint64]Rule{0: entry, 1: pushed, 3: pushed, 4: framed, 33: framed, 34: entry, 39: entry}},
 		{"remember and restore state around a mid-function return", 32,
-			raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(4), opRememberState).
+			raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(4), cfi.OpRememberState).
 				DefCFAOffset(8).Restore(rbp).AdvanceLoc(1).
 				Restore(rbp). // overridden by the restore_state below
 				AdvanceLoc(0).AdvanceLoc(1).
 				AdvanceLoc(2).AdvanceLoc(0),
 			nil},
 		{"outermost: return address undefined", 16,
-			raw(jitdump.CFAProgram{}.AdvanceLoc(4), opUndefined, rip),
+			raw(jitdump.CFAProgram{}.AdvanceLoc(4), cfi.OpUndefined, rip),
 			map[uint64]Rule{0: entry, 3: entry, 4: {Kind: KindEnd}, 15: {Kind: KindEnd}}},
 		{"rbp kept in another register: no rule", 16,
-			raw(jitdump.CFAProgram{}.AdvanceLoc(4), opRegister, rbp, 3).AdvanceLoc(4).Restore(rbp),
+			raw(jitdump.CFAProgram{}.AdvanceLoc(4), cfi.OpRegister, rbp, 3).AdvanceLoc(4).Restore(rbp),
 			map[uint64]Rule{0: entry, 4: {}, 7: {}, 8: entry}},
 		{"CFA from r10 (stack realignment): no rule", 16,
 			jitdump.CFAProgram{}.AdvanceLoc(2).DefCFA(r10, 0).AdvanceLoc(6).DefCFA(rsp, 8),
 			map[uint64]Rule{1: entry, 2: {}, 7: {}, 8: entry}},
 		{"PLT expression", 48,
-			raw(jitdump.CFAProgram{}.DefCFAOffset(16).AdvanceLoc(6).DefCFAOffset(24).AdvanceLoc(10), append([]byte{opDefCFAExpr, byte(len(pltExpr))}, pltExpr...)...),
+			raw(jitdump.CFAProgram{}.DefCFAOffset(16).AdvanceLoc(6).DefCFAOffset(24).AdvanceLoc(10), append([]byte{cfi.OpDefCFAExpr, byte(len(pltExpr))}, pltExpr...)...),
 			map[uint64]Rule{0: {Kind: KindSP, CFAOff: 16, RAOff: -8}, 6: {Kind: KindSP, CFAOff: 24, RAOff: -8},
 				16: {Kind: KindPLT, CFAOff: 8, RAOff: -8, PLTMin: 11}, 47: {Kind: KindPLT, CFAOff: 8, RAOff: -8, PLTMin: 11}}},
 		{"other CFA expression: no rule", 16,
-			raw(jitdump.CFAProgram{}.AdvanceLoc(2), opDefCFAExpr, 2, 0x77, 8),
+			raw(jitdump.CFAProgram{}.AdvanceLoc(2), cfi.OpDefCFAExpr, 2, 0x77, 8),
 			map[uint64]Rule{1: entry, 2: {}, 15: {}}},
 		{"advance_loc2 and signed offsets", 1000,
-			raw(jitdump.CFAProgram{}.AdvanceLoc(300), opDefCFASF, rsp, 0x7e /* -2 * -8 */).AdvanceLoc(500).
+			raw(jitdump.CFAProgram{}.AdvanceLoc(300), cfi.OpDefCFASF, rsp, 0x7e /* -2 * -8 */).AdvanceLoc(500).
 				DefCFAOffset(4000),
 			map[uint64]Rule{299: entry, 300: {Kind: KindSP, CFAOff: 16, RAOff: -8}, 799: {Kind: KindSP, CFAOff: 16, RAOff: -8},
 				800: {Kind: KindSP, CFAOff: 4000, RAOff: -8}, 999: {Kind: KindSP, CFAOff: 4000, RAOff: -8}}},
@@ -84,8 +85,8 @@ func TestFromUnwindingInfo(t *testing.T) {
 	// The remember/restore case's rows, spelled out: 0 entry, 1 pushed,
 	// 5 the epilogue's entry rule, 6 back to pushed by restore_state.
 	cases[1].want = map[uint64]Rule{0: entry, 1: pushed, 4: pushed, 5: entry, 6: pushed, 31: pushed}
-	cases[1].instr = raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(4), opRememberState)
-	cases[1].instr = raw(cases[1].instr.DefCFAOffset(8).Restore(rbp).AdvanceLoc(1), opRestoreState)
+	cases[1].instr = raw(jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(rbp, 2).AdvanceLoc(4), cfi.OpRememberState)
+	cases[1].instr = raw(cases[1].instr.DefCFAOffset(8).Restore(rbp).AdvanceLoc(1), cfi.OpRestoreState)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			u, err := x86(c.instr).UnwindingInfo(c.size)
@@ -131,14 +132,14 @@ func ehFrame(addr uint64, fdes []testFDE) (data []byte, offs []int) {
 		b = le(b, id(len(b)))
 		b = body(b)
 		for (len(b)-start)%8 != 0 {
-			b = append(b, opNop)
+			b = append(b, cfi.OpNop)
 		}
 		n := uint32(len(b) - start - 4)
 		b[start], b[start+1], b[start+2], b[start+3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
 		return b
 	}
 	data = entry(nil, func(int) uint32 { return 0 }, func(b []byte) []byte {
-		b = append(b, 1, 'z', 'R', 0, 1, 0x78, rip, 1, pePCRel|peSdata4)
+		b = append(b, 1, 'z', 'R', 0, 1, 0x78, rip, 1, cfi.PEPCRel|cfi.PESdata4)
 		return append(b, jitdump.CFAProgram{}.DefCFA(rsp, 8).Offset(rip, 1)...)
 	})
 	for _, f := range fdes {
@@ -168,11 +169,11 @@ func TestBadFDEsKept(t *testing.T) {
 		msg  string
 	}{
 		{"unknown instruction", testFDE{start: code + 0x10, size: 0x10, instr: []byte{0x20}}, "unknown instruction 0x20"},
-		{"restore_state with nothing remembered", testFDE{start: code + 0x10, size: 0x10, instr: []byte{opRestoreState}}, "without a remembered state"},
-		{"truncated operand", testFDE{start: code + 0x10, size: 0x10, instr: []byte{opDefCFA, rsp, 0x80, 0x80, 0x80, 0x80, 0x80}}, "truncated"},
+		{"restore_state with nothing remembered", testFDE{start: code + 0x10, size: 0x10, instr: []byte{cfi.OpRestoreState}}, "without a remembered state"},
+		{"truncated operand", testFDE{start: code + 0x10, size: 0x10, instr: []byte{cfi.OpDefCFA, rsp, 0x80, 0x80, 0x80, 0x80, 0x80}}, "truncated"},
 		{"CIE pointer to nowhere", testFDE{start: code + 0x10, size: 0x10, cie: 4}, "CIE at"},
 		{"outside the code", testFDE{start: code + size, size: 0x10, instr: push}, "outside the code"},
-		{"location going back", testFDE{start: code + 0x10, size: 0x10, instr: []byte{opSetLoc, 0, 0, 0, 0}}, "goes back"},
+		{"location going back", testFDE{start: code + 0x10, size: 0x10, instr: []byte{cfi.OpSetLoc, 0, 0, 0, 0}}, "goes back"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,8 +2,9 @@ package unwind
 
 import "encoding/binary"
 
-// Regs are the user registers a walk starts from.
-type Regs struct{ IP, SP, BP uint64 }
+// Regs are the user registers a walk starts from: the program counter, the
+// stack pointer and the frame pointer (rip, rsp, rbp on x86-64).
+type Regs struct{ IP, SP, FP uint64 }
 
 // Stop says why a walk ended.
 type Stop uint8
@@ -18,7 +19,7 @@ const (
 	StopCutShort
 	// StopBadFrame: a read went below the stack pointer, or the next
 	// frame's CFA did not lie above this one's: the rule or the frame
-	// pointer was wrong here (rbp used as a general register).
+	// pointer was wrong here (used as a general register).
 	StopBadFrame
 	// StopDepth: MaxDepth frames were walked.
 	StopDepth
@@ -48,8 +49,9 @@ const MaxDepth = 1024
 // it asks find for the leaf's rule at IP and for each caller's at its
 // return address - 1, which lies in the call instruction and so in the
 // caller's function even when the call was its last instruction. Where find
-// has no rule, Walk steps by the frame pointer: the caller's rbp at [rbp],
-// the return address at [rbp+8]. It returns why it stopped.
+// has no rule, Walk steps by the frame pointer: the caller's at [fp], the
+// return address at [fp+8] (the frame records of x86-64's and arm64's
+// ABIs). It returns why it stopped.
 func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint64) ([]uint64, Stop) {
 	base, n := regs.SP, uint64(len(stack))
 	// read loads the 8 bytes at addr from the copy.
@@ -62,14 +64,14 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 		}
 		return binary.LittleEndian.Uint64(stack[addr-base:]), 0, true
 	}
-	pc, sp, bp := regs.IP, regs.SP, regs.BP
+	pc, sp, fp := regs.IP, regs.SP, regs.FP
 	pcs = append(pcs, pc)
 	lookup := pc
 	for depth := 1; ; depth++ {
 		if depth >= MaxDepth {
 			return pcs, StopDepth
 		}
-		var cfa, ra, callerBP uint64
+		var cfa, ra, callerFP uint64
 		var stop Stop
 		var ok bool
 		r, found := find(lookup)
@@ -79,8 +81,8 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 				return pcs, StopOutermost
 			case KindSP:
 				cfa = sp + uint64(int64(r.CFAOff))
-			case KindBP:
-				cfa = bp + uint64(int64(r.CFAOff))
+			case KindFP:
+				cfa = fp + uint64(int64(r.CFAOff))
 			case KindPLT:
 				cfa = sp + uint64(int64(r.CFAOff))
 				if pc&15 >= uint64(r.PLTMin) {
@@ -93,24 +95,25 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 			if ra, stop, ok = read(cfa + uint64(int64(r.RAOff))); !ok {
 				return pcs, stop
 			}
-			callerBP = bp
+			callerFP = fp
 			// A slot below the stack pointer is one an epilogue has
-			// already popped rbp from (GCC leaves the rule in place
-			// after pop %rbp): rbp holds the caller's value again.
-			if at := cfa + uint64(int64(r.BPOff)); r.BPOff != 0 && at >= sp {
-				if callerBP, stop, ok = read(at); !ok {
+			// already popped the frame pointer from (GCC leaves the
+			// rule in place after pop %rbp): it holds the caller's
+			// value again.
+			if at := cfa + uint64(int64(r.FPOff)); r.FPOff != 0 && at >= sp {
+				if callerFP, stop, ok = read(at); !ok {
 					return pcs, stop
 				}
 			}
 		} else {
-			cfa = bp + 16
+			cfa = fp + 16
 			if cfa <= sp {
 				return pcs, StopBadFrame
 			}
-			if ra, stop, ok = read(bp + 8); !ok {
+			if ra, stop, ok = read(fp + 8); !ok {
 				return pcs, stop
 			}
-			if callerBP, stop, ok = read(bp); !ok {
+			if callerFP, stop, ok = read(fp); !ok {
 				return pcs, stop
 			}
 		}
@@ -118,7 +121,7 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 			return pcs, StopOutermost
 		}
 		pcs = append(pcs, ra)
-		pc, sp, bp = ra, cfa, callerBP
+		pc, sp, fp = ra, cfa, callerFP
 		lookup = ra - 1
 	}
 }

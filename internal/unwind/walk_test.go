@@ -53,7 +53,7 @@ func chain() (Regs, *stack, rules) {
 		{0x2000, 0x2100, framed},
 		{0x4000, 0x4100, Rule{Kind: KindEnd}},
 	}
-	return Regs{IP: 0x1010, SP: sp, BP: sp + 0x30}, s, rs
+	return Regs{IP: 0x1010, SP: sp, FP: sp + 0x30}, s, rs
 }
 
 func TestWalk(t *testing.T) {
@@ -80,7 +80,7 @@ func TestWalk(t *testing.T) {
 			all[:3], StopBadFrame, nil},
 		{"no rules: frame pointers only", func(r *Regs, s *stack, rs *rules) {
 			*rs = nil
-			r.BP = s.sp + 0x30 // leaf's rbp is mid's frame: the leaf has none, so mid is skipped
+			r.FP = s.sp + 0x30 // leaf's rbp is mid's frame: the leaf has none, so mid is skipped
 		}, []uint64{0x1010, 0x3030, 0x4040}, StopOutermost, nil},
 		{"PLT entry, after its push", func(r *Regs, s *stack, rs *rules) {
 			r.IP = 0x500b // the 12th byte of the entry at 0x5000: rsp+16
@@ -123,7 +123,7 @@ func TestWalkDepth(t *testing.T) {
 		s.put(fp, fp+16)
 		s.put(fp+8, 0x1000+uint64(i))
 	}
-	pcs, stop := Walk(Regs{IP: 0x999, SP: sp, BP: sp}, s.mem, func(uint64) (Rule, bool) { return Rule{}, false }, nil)
+	pcs, stop := Walk(Regs{IP: 0x999, SP: sp, FP: sp}, s.mem, func(uint64) (Rule, bool) { return Rule{}, false }, nil)
 	if stop != StopDepth || len(pcs) != MaxDepth {
 		t.Errorf("Walk: %d frames, %v; want %d, %v", len(pcs), stop, MaxDepth, StopDepth)
 	}

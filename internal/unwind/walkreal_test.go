@@ -79,7 +79,7 @@ func parseWalkOutput(t *testing.T, out []byte) (Regs, []uint64, []mapping) {
 		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 4 && f[0] == "regs":
-			regs = Regs{IP: hex(f[1]), SP: hex(f[2]), BP: hex(f[3])}
+			regs = Regs{IP: hex(f[1]), SP: hex(f[2]), FP: hex(f[3])}
 		case len(f) > 0 && f[0] == "bt":
 			for _, s := range f[1:] {
 				bt = append(bt, hex(s))
