@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/record"
 	"github.com/spf13/cobra"
 )
@@ -97,7 +98,9 @@ fills, recording stops and the file keeps what reached the disk.`,
 			gatherDir := ""
 			if fi, err := os.Stat(o.Output); strings.HasSuffix(o.Output, "/") || (err == nil && fi.IsDir()) {
 				gatherDir = filepath.Clean(o.Output)
-				if err := os.MkdirAll(gatherDir, 0o755); err != nil {
+				// It holds other processes' files: private, and checked
+				// as every output directory is.
+				if err := atomicfile.MkdirAll(gatherDir, 0o700); err != nil {
 					return &exitError{code: 1, err: err}
 				}
 				o.Output = filepath.Join(gatherDir, "perf.data")
