@@ -21,9 +21,9 @@ import (
 
 // The synthetic recording's code: V8's outer, TurboFan code with inner
 // inlined into it at [0x10, 0x20) (jitprof infers it from source
-// positions); noline, V8 code with no DEBUG_INFO; root, with mid inlined
-// into it at [0x10, 0x30) and other at [0x30, 0x38) by inline records; and
-// anonymous memory no dump describes. Every instruction is a one-byte nop.
+// positions); noline and a function with no name, V8 code with no
+// DEBUG_INFO; root, with mid inlined into it at [0x10, 0x30) and other at
+// [0x30, 0x38) by inline records; and anonymous memory no dump describes. Every instruction is a one-byte nop.
 const (
 	synthPid  = 1<<22 + 3 // beyond pid_max: no live process's perf map answers
 	script    = "/p/x.js"
@@ -31,17 +31,20 @@ const (
 	innerAddr = 0x10002000
 	nolineAdr = 0x10003000
 	rootAddr  = 0x10004000
+	anonFnAdr = 0x10005000
 	anonAddr  = 0x20000000
 
 	outer  = "JS:*outer " + script + ":1:15"
 	inner  = "JS:*inner " + script + ":5:15 [inferred]" // as reports name it inlined into outer
 	noline = "JS:*noline " + script + ":30:1"
+	anonFn = "JS:* " + script + ":40:1" // a function with no name, as V8 names it
 )
 
 // synthSamples are the recording's samples: so many at each address.
 var synthSamples = map[uint64]int{
 	outerAddr: 2, outerAddr + 0x10: 3, outerAddr + 0x18: 1, outerAddr + 0x20: 1,
 	nolineAdr + 4: 2,
+	anonFnAdr:     1,
 	rootAddr:      1, rootAddr + 0x14: 2, rootAddr + 0x32: 1,
 	anonAddr + 8: 1,
 }
@@ -74,6 +77,7 @@ func synthProfile(t *testing.T) *profile.Profile {
 	load(&jitdump.Function{Name: outer, Addr: outerAddr, Code: nops(0x40),
 		Lines: []jitdump.DebugEntry{pos(outerAddr, 2, 3), pos(outerAddr+0x10, 6, 5), pos(outerAddr+0x18, 7, 5), pos(outerAddr+0x20, 9, 1)}})
 	load(&jitdump.Function{Name: noline, Addr: nolineAdr, Code: nops(0x10)})
+	load(&jitdump.Function{Name: anonFn, Addr: anonFnAdr, Code: nops(0x10)})
 	root := load(&jitdump.Function{Name: "root", Addr: rootAddr, Code: nops(0x40),
 		Lines: []jitdump.DebugEntry{{Addr: rootAddr, Line: 10, File: "root.src"}, {Addr: rootAddr + 0x30, Line: 12, File: "root.src"}}})
 	for _, in := range []*jitdump.InlineInfo{
@@ -234,6 +238,8 @@ func TestNames(t *testing.T) {
 		{"an inlined frame the dump records", "mid", []want{midIn}, nil},
 		{"the function mid is inlined into", "root", []want{{"root  (jit-", 4, nil}}, nil},
 		{"code with no line", noline, []want{{noline + "  (jit-", 2, nil}}, nil},
+		{"a function with no name, as perf names it", anonFn, []want{{anonFn + "  (jit-", 1, nil}}, nil},
+		{"a function with no name, as pprof names it", "JS:*(anonymous) x.js:40:1", []want{{anonFn + "  (jit-", 1, nil}}, nil},
 		{"unnamed code", Unknown, []want{{Unknown + "  ([unknown], 1 ", 1, nil}}, nil},
 		{"unnamed code of another module", Unknown + " (libc.so.6)", nil, []string{`no sample landed in a function named "[unknown] (libc.so.6)"`}},
 		{"a bare V8 name", "inner", nil, []string{`"` + inner + `" (inlined into ` + outer + `)`}},
