@@ -212,6 +212,8 @@ func newReportCmd() *cobra.Command {
 		limit      float64
 		graph      float64
 		byPeriod   bool
+		offCPU     bool
+		wall       bool
 		noBrowser  bool
 		stageSpecs []string
 		noChildren bool
@@ -259,8 +261,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := report.Options{Sort: sortKeys, Children: children, CallGraph: callGraph != "", MinPercent: limit, GraphMinPercent: graph, CommRoot: true}
-			if byPeriod {
-				opts.Value = 1
+			if byPeriod || offCPU || wall {
+				opts.Value = 1 // the time, off the CPU or in all
 			}
 			f, err := report.ParseFormat(format)
 			if err == nil && callGraph != "" && callGraph != graphOnly {
@@ -272,6 +274,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 				err = fmt.Errorf("--children and --no-children: give one")
 			case stdio && (f != report.FormatText || httpAddr != ""):
 				err = fmt.Errorf("--stdio is the text report: not with --format %s or --http", format)
+			case offCPU && wall:
+				err = fmt.Errorf("--off-cpu and --wall: give one (--wall holds the off-CPU time too)")
 			default:
 				err = report.CheckOptions(opts)
 			}
@@ -293,6 +297,12 @@ parts of the run on their own: by time, or as the program marked them.`,
 				return &exitError{code: 2, err: err}
 			}
 			samples.opts.PerFunction = !f.ByAddress() && httpAddr == ""
+			switch {
+			case offCPU:
+				samples.opts.View = perfprof.OffCPUView
+			case wall:
+				samples.opts.View = perfprof.WallView
+			}
 			results, err := samples.analyze(cmd, specs)
 			defer samples.close()
 			if err != nil {
@@ -344,6 +354,8 @@ parts of the run on their own: by time, or as the program marked them.`,
 	f.Lookup("call-graph").NoOptDefVal = graphOnly
 	f.Float64Var(&limit, "percent-limit", 0, "hide entries below this percentage of the samples")
 	f.Float64Var(&graph, "graph-limit", report.DefaultMinPercent, "hide call graph branches below this percentage of the samples")
+	f.BoolVar(&offCPU, "off-cpu", false, "the time threads spent off their CPU (blocked, or waiting to run), by the stack they left it in, from a recording made with record --off-cpu")
+	f.BoolVar(&wall, "wall", false, "wall-clock time: each thread's CPU samples, in time, and its time off the CPU, which add up to its elapsed time (a recording made with record --off-cpu); pprof's sample types wall, cpu and off-cpu")
 	f.BoolVar(&byPeriod, "period", false, "weigh samples by their period (time, for cpu-clock) instead of counting them")
 	f.BoolVar(&samples.opts.NoInline, "no-inline", false, "count the methods a JIT inlined (JITPROF_INLINE records) to the function that holds their code, as perf report --no-inline does")
 	return cmd

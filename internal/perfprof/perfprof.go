@@ -48,6 +48,9 @@ type Options struct {
 	// function that holds their code, as perf report --no-inline does:
 	// their samples count to it, at its own line.
 	NoInline bool
+	// View says what the profile measures: the event, or time off the
+	// CPU, or both in time (see offcpu.go).
+	View View
 }
 
 // Filter selects samples; zero values select all.
@@ -254,7 +257,7 @@ type stackKey struct {
 }
 
 // total is what a distinct sample adds up.
-type total struct{ count, period int64 }
+type total struct{ count, period, off int64 } // off: nanoseconds off the CPU
 
 // pcKey is where a lookup's answer can be reused: the same address of the
 // same process, at another time the answer still holds for.
@@ -322,6 +325,7 @@ type aggregator struct {
 	warn                  func(error)
 	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
 	first, last           uint64
+	off                   *offCPU // with an off-CPU or wall-clock view
 }
 
 func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*aggregator, error) {
@@ -385,6 +389,9 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 	}
 	if len(a.attrs) == 0 {
 		return nil, fmt.Errorf("%s has no event %q; it has %s", opts.Input, opts.Event, strings.Join(slices.Compact(names), ", "))
+	}
+	if err := a.setView(attrs, opts.View, opts.Input); err != nil {
+		return nil, err
 	}
 	for at := range a.attrs {
 		if at.SampleType&perfdata.SampleStackUser != 0 {
@@ -473,6 +480,13 @@ func readSamples(r *perfdata.Reader, aggs []*aggregator, warn func(error)) error
 			if l, ok := r.Decode(raw).(*perfdata.Lost); ok {
 				lost += l.Lost
 			}
+		case perfdata.TypeSwitch, perfdata.TypeSwitchCPUWide, perfdata.TypeExit:
+			rec := r.Decode(raw)
+			for _, a := range aggs {
+				if a.off != nil {
+					a.off.record(rec)
+				}
+			}
 		}
 	}
 }
@@ -484,6 +498,9 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	t := s.Time
 	if s.Attr.SampleType&perfdata.SampleTime == 0 {
 		t = math.MaxUint64 - 1
+	}
+	if a.off != nil && a.off.attrs[s.Attr] {
+		a.off.sample(s, t)
 	}
 	if (len(f.Pids) > 0 && !slices.Contains(f.Pids, s.Pid)) ||
 		(len(f.Tids) > 0 && !slices.Contains(f.Tids, s.Tid)) ||
@@ -550,6 +567,10 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		a.path = append(a.path, pathNode{loc, id})
 	}
 	key := stackKey{s.Pid, s.Tid, commID, leaf}
+	if a.off != nil && a.off.attrs[s.Attr] {
+		a.off.keep(key)
+		return
+	}
 	tot := a.stacks[key]
 	tot.count++
 	if a.period != 0 {

@@ -53,11 +53,15 @@ func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(
 // its locations are built (other aggregators of the same spaces need them
 // until then).
 func (a *aggregator) result(last bool) (*Result, error) {
+	if a.off != nil {
+		a.settle()
+	}
 	// What only the lookups needed goes before the profile takes room.
 	a.nodeIDs, a.locIDs, a.lookups, a.matches = nil, nil, nil, nil
+	sampleTypes, defaultType := a.sampleTypes()
 	p := &profile.Profile{
-		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: a.event, Unit: a.unit}},
-		DefaultSampleType: "samples",
+		SampleType:        sampleTypes,
+		DefaultSampleType: defaultType,
 		PeriodType:        &profile.ValueType{Type: a.event, Unit: a.unit},
 		Period:            int64(a.period),
 	}
@@ -234,7 +238,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		for n := k.node; n != 0; n = a.nodes[n].parent {
 			depth++
 		}
-		s := &profile.Sample{Value: []int64{tot.count, tot.period}, Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, 0, depth)}
+		s := &profile.Sample{Value: a.values(tot), Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, 0, depth)}
 		for n := k.node; n != 0; n = a.nodes[n].parent {
 			s.Location = append(s.Location, p.Location[a.nodes[n].loc-1])
 		}
