@@ -156,7 +156,6 @@ func (o *offCPU) record(rec perfdata.Record) {
 // interval whose sample the filter drops is not counted, and one whose
 // stack was not recorded at all is told from it.
 func (o *offCPU) sample(s *perfdata.Sample, t uint64) {
-	o.end = max(o.end, t)
 	th := o.thread(s.Pid, s.Tid)
 	th.samples = append(th.samples, switchSample{time: t})
 }

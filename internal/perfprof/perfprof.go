@@ -453,6 +453,9 @@ func readSamples(r *perfdata.Reader, aggs []*aggregator, warn func(error)) error
 			switch s := r.Decode(raw).(type) {
 			case *perfdata.Sample:
 				for _, a := range aggs {
+					if a.off != nil {
+						a.off.end = max(a.off.end, s.Time) // the recording's end, for threads still blocked
+					}
 					if a.attrs[s.Attr] {
 						a.add(s)
 					}

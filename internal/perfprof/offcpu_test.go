@@ -1,0 +1,128 @@
+package perfprof_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// TestOffCPUWeights: a switch-out sample at t whose thread switches in at
+// t+d weighs d, whatever order the records came in; a block whose stack
+// the recording left out weighs its own time on ShortFrame; a thread that
+// never switches back weighs until the recording's end, and is warned of;
+// one that exits, nothing. The wall-clock view adds each thread's CPU
+// samples, in time, to that.
+func TestOffCPUWeights(t *testing.T) {
+	st := perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod
+	cpu := &perfdata.Attr{Type: 1, Config: 0, SamplePeriod: 250_000, SampleType: st, IDs: []uint64{1},
+		Flags: perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrSampleIDAll}
+	sw := &perfdata.Attr{Type: 1, Config: 3, SamplePeriod: 1, SampleType: st, IDs: []uint64{2},
+		Flags: perfdata.AttrSampleIDAll | perfdata.AttrContextSwitch}
+	sample := func(a *perfdata.Attr, tid uint32, at, ip uint64) *perfdata.Sample {
+		return &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: a, Misc: perfdata.MiscUser},
+			ID: a.IDs[0], IP: ip, Pid: 7, Tid: tid, Time: at, Period: a.SamplePeriod}
+	}
+	switchRec := func(tid uint32, at uint64, out bool) *perfdata.Switch {
+		var misc uint16
+		if out {
+			misc = perfdata.MiscSwitchOut
+		}
+		return &perfdata.Switch{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSwitch, Attr: sw, Misc: misc},
+			Trailer: perfdata.Trailer{Pid: 7, Tid: tid, Time: at, ID: 2}}
+	}
+	const s = 1_000_000_000
+	recs := []perfdata.Record{
+		&perfdata.Comm{RecordHeader: perfdata.RecordHeader{Attr: cpu}, Pid: 7, Tid: 7, Comm: "main", Trailer: perfdata.Trailer{Pid: 7, Tid: 7, Time: 1, ID: 1}},
+		// thread 7: 1 ms on the CPU
+		sample(cpu, 7, 1*s, 0x1000), sample(cpu, 7, 1*s+250_000, 0x1000), sample(cpu, 7, 1*s+500_000, 0x1000), sample(cpu, 7, 1*s+750_000, 0x1000),
+		// blocked 5 ms at 0x2000: its switch-in first, from another CPU's buffer
+		switchRec(7, 2*s+5_000_000, false), sample(sw, 7, 2*s, 0x2000), switchRec(7, 2*s+100, true),
+		// blocked 50 us, its stack left out
+		switchRec(7, 3*s, true), switchRec(7, 3*s+50_000, false),
+		// thread 8 blocks at 0x3000 for good
+		sample(sw, 8, 4*s, 0x3000), switchRec(8, 4*s+10, true),
+		// thread 9 exits: its last switch is no block
+		&perfdata.Task{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeExit, Attr: cpu}, Pid: 7, PPid: 7, Tid: 9, PTid: 7, Time: 5 * s,
+			Trailer: perfdata.Trailer{Pid: 7, Tid: 9, Time: 5 * s, ID: 1}},
+		sample(sw, 9, 5*s+10, 0x4000), switchRec(9, 5*s+20, true),
+		// the recording's last record
+		sample(cpu, 7, 6*s, 0x1000),
+	}
+	data := filepath.Join(t.TempDir(), "perf.data")
+	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{cpu, sw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.WriteRecord(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		view  perfprof.View
+		types string
+		want  map[string][]int64 // by thread and leaf: the values after the count
+		warn  string
+	}{
+		{perfprof.OffCPUView, "samples/count off-cpu/nanoseconds", map[string][]int64{
+			"7 0x2000": {5_000_000}, "7 " + perfprof.ShortFrame: {50_000}, "8 0x3000": {2 * s},
+		}, "1 threads were still off their CPU"},
+		{perfprof.WallView, "samples/count wall/nanoseconds cpu/nanoseconds off-cpu/nanoseconds", map[string][]int64{
+			"7 0x1000": {1_250_000, 1_250_000, 0}, "7 0x2000": {5_000_000, 0, 5_000_000},
+			"7 " + perfprof.ShortFrame: {50_000, 0, 50_000}, "8 0x3000": {2 * s, 0, 2 * s},
+		}, "1 threads were still off their CPU"},
+	} {
+		t.Run(tc.types, func(t *testing.T) {
+			var warnings []string
+			opts := perfprof.Options{Input: data, View: tc.view}
+			opts.Warn = func(err error) { warnings = append(warnings, err.Error()) }
+			res, err := perfprof.Run(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := res.Profile
+			if err := p.CheckValid(); err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, vt := range p.SampleType {
+				types = append(types, vt.Type+"/"+vt.Unit)
+			}
+			if got := strings.Join(types, " "); got != tc.types {
+				t.Fatalf("sample types %s, want %s", got, tc.types)
+			}
+			got := map[string][]int64{}
+			for _, smp := range p.Sample {
+				leaf := smp.Location[0]
+				name := fmt.Sprintf("%#x", leaf.Address)
+				if len(leaf.Line) > 0 {
+					name = leaf.Line[0].Function.Name
+				}
+				key := fmt.Sprintf("%d %s", smp.NumLabel["tid"][0], name)
+				if got[key] == nil {
+					got[key] = make([]int64, len(smp.Value)-1)
+				}
+				for i, v := range smp.Value[1:] {
+					got[key][i] += v
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("values by thread and leaf\n%v, want\n%v", got, tc.want)
+			}
+			if !strings.Contains(strings.Join(warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q, want one saying %q", warnings, tc.warn)
+			}
+		})
+	}
+	if _, err := perfprof.Run(perfprof.Options{Input: data, View: perfprof.WallView, Event: "event-1:3"}); err == nil || !strings.Contains(err.Error(), "--event") {
+		t.Errorf("the wall view of the switch event itself: %v, want an error naming --event", err)
+	}
+}
