@@ -337,3 +337,39 @@ func BenchmarkUnwind(b *testing.B) {
 		})
 	}
 }
+
+// A recording of user stacks from a machine whose frames the walker does
+// not know is refused, naming the file, rather than unwound into garbage:
+// arm64's with a word of its own, since it is the next to come.
+func TestUnwindArchRefused(t *testing.T) {
+	for _, tc := range []struct{ arch, want string }{
+		{"aarch64", "arm64 stacks are not unwound yet"},
+		{"riscv64", `x86_64 recordings only, not for "riscv64"`},
+		{"x86_64", ""},
+	} {
+		t.Run(tc.arch, func(t *testing.T) {
+			attr := &perfdata.Attr{Type: 1, SamplePeriod: 1,
+				SampleType:     perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleRegsUser | perfdata.SampleStackUser,
+				SampleRegsUser: regsMask, SampleStackUser: stackCopy, IDs: []uint64{1}}
+			data := filepath.Join(t.TempDir(), "perf.data")
+			w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{attr},
+				Features: []perfdata.Feature{perfdata.StringFeatureOf(perfdata.FeatureArch, tc.arch)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = perfprof.Run(perfprof.Options{Input: data})
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("err = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), data) {
+				t.Errorf("err = %v; want %q and the file's name", err, tc.want)
+			}
+		})
+	}
+}

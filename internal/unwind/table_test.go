@@ -2,6 +2,8 @@ package unwind
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -298,14 +300,32 @@ func TestOpenELFImage(t *testing.T) {
 }
 
 // arm64 CFI (return address in x30) is refused with a clear error, not
-// compiled into rules that say nothing.
+// compiled into rules that say nothing: in an UNWINDING_INFO, which does
+// not say its machine, by its return address column; in an ELF file by
+// its machine.
 func TestARM64Refused(t *testing.T) {
-	fi := &jitdump.FrameInfo{CodeAlign: 4, DataAlign: -8, ReturnAddress: 30, Initial: jitdump.CFAProgram{}.DefCFA(31, 0)}
+	fi := &jitdump.FrameInfo{CodeAlign: 4, DataAlign: -8, ReturnAddress: byte(cfi.ARM64.RA), Initial: jitdump.CFAProgram{}.DefCFA(cfi.ARM64.SP, 0)}
 	u, err := fi.UnwindingInfo(64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := FromUnwindingInfo(u, 0x1000, 64); err == nil || !strings.Contains(err.Error(), "only x86-64") {
-		t.Errorf("err = %v", err)
+		t.Errorf("UNWINDING_INFO: err = %v", err)
+	}
+	for _, tc := range []struct {
+		machine elf.Machine
+		want    string
+	}{
+		{elf.EM_AARCH64, "arm64 stacks are not unwound yet"},
+		{elf.EM_RISCV, "not known"},
+	} {
+		var img bytes.Buffer
+		fns := []jitelf.Function{{Name: "f", Code: make([]byte, 64), CodeAddr: 0x1000, Unwind: u}}
+		if _, err := jitelf.Write(&img, jitelf.Options{Machine: tc.machine, Class: elf.ELFCLASS64, ByteOrder: binary.LittleEndian}, fns); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := FromELFImage(img.Bytes(), "image"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v ELF image: err = %v; want %q", tc.machine, err, tc.want)
+		}
 	}
 }
