@@ -41,6 +41,10 @@ const (
 // recording left out (record --off-cpu=MIN): shorter than MIN.
 const ShortFrame = "[off-cpu: blocks too short to keep their stacks]"
 
+// PreemptedFrame ends the stacks of intervals a thread spent runnable,
+// preempted, waiting for a CPU rather than for something to happen.
+const PreemptedFrame = "[off-cpu: preempted, runnable]"
+
 // isSwitchEvent tells whether at is the event record --off-cpu adds (perf
 // record -e context-switches -c 1 too): a sample at every switch-out.
 func isSwitchEvent(at *perfdata.Attr) bool {
@@ -56,7 +60,9 @@ type offCPU struct {
 	attrs   map[*perfdata.Attr]bool // the switch event's
 	threads map[uint32]*switches
 	end     uint64 // the newest time in the recording
-	short   uint32 // the location of ShortFrame, made when needed
+	short   uint32 // the node of ShortFrame, made when needed
+	// preempted are the nodes of PreemptedFrame under each stack.
+	preempted map[uint32]uint32
 	// Unended counts the intervals of threads still off their CPU when
 	// the recording ended, weighted to its end; Unpaired the switch-outs
 	// without a switch record (a recording without context_switch), which
@@ -66,10 +72,16 @@ type offCPU struct {
 
 // switches are one thread's switch records and samples.
 type switches struct {
-	pid       uint32
-	outs, ins []uint64 // times of the switch records
-	samples   []switchSample
-	exit      uint64 // of its EXIT record, 0 without one
+	pid     uint32
+	outs    []switchOut
+	ins     []uint64 // times of the switch-ins
+	samples []switchSample
+	exit    uint64 // of its EXIT record, 0 without one
+}
+
+type switchOut struct {
+	time    uint64
+	preempt bool // the thread was still runnable
 }
 
 type switchSample struct {
@@ -140,7 +152,7 @@ func (o *offCPU) record(rec perfdata.Record) {
 		t := rec.Trailer.Time
 		o.end = max(o.end, t)
 		if rec.Out() {
-			th.outs = append(th.outs, t)
+			th.outs = append(th.outs, switchOut{t, rec.Misc&perfdata.MiscSwitchOutPreempt != 0})
 		} else {
 			th.ins = append(th.ins, t)
 		}
@@ -179,11 +191,12 @@ func (a *aggregator) settle() {
 	// In order of thread: names and locations made here get stable ids.
 	for _, tid := range slices.Sorted(maps.Keys(o.threads)) {
 		th := o.threads[tid]
-		slices.Sort(th.outs)
+		slices.SortFunc(th.outs, func(x, y switchOut) int { return cmp.Compare(x.time, y.time) })
 		slices.Sort(th.ins)
 		slices.SortFunc(th.samples, func(x, y switchSample) int { return cmp.Compare(x.time, y.time) })
 		next := 0 // the first sample not yet weighed
-		for _, out := range th.outs {
+		for _, sw := range th.outs {
+			out := sw.time
 			// The sample of this switch: the last one at or before it.
 			var s *switchSample
 			for next < len(th.samples) && th.samples[next].time <= out {
@@ -217,6 +230,9 @@ func (a *aggregator) settle() {
 					continue
 				}
 				key.comm, key.node = comm, a.shortNode()
+			}
+			if sw.preempt {
+				key.node = a.preemptedNode(key.node)
 			}
 			tot := a.stacks[key]
 			tot.count++
@@ -261,10 +277,13 @@ func (a *aggregator) keepsStackless(pid, tid uint32, t uint64) (uint32, bool) {
 	return id, true
 }
 
+// offCPUModule holds the frames that stand for no code.
+var offCPUModule = &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}
+
 // shortNode returns the node of a stack of ShortFrame alone.
 func (a *aggregator) shortNode() uint32 {
 	if a.off.short == 0 {
-		loc := a.intern(symbolize.Frame{Module: &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}, Symbol: symbolize.Symbol{Name: ShortFrame}})
+		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}})
 		n := node{0, loc}
 		id, ok := a.nodeIDs[n]
 		if !ok {
@@ -275,6 +294,21 @@ func (a *aggregator) shortNode() uint32 {
 		a.off.short = id
 	}
 	return a.off.short
+}
+
+// preemptedNode returns the node of PreemptedFrame called from parent.
+func (a *aggregator) preemptedNode(parent uint32) uint32 {
+	if id, ok := a.off.preempted[parent]; ok {
+		return id
+	}
+	if a.off.preempted == nil {
+		a.off.preempted = map[uint32]uint32{}
+	}
+	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}})
+	id := uint32(len(a.nodes))
+	a.nodes = append(a.nodes, node{parent, loc})
+	a.off.preempted[parent] = id
+	return id
 }
 
 // sampleTypes are the profile's sample types and its default.

@@ -14,7 +14,8 @@ import (
 // t+d weighs d, whatever order the records came in; a block whose stack
 // the recording left out weighs its own time on ShortFrame; a thread that
 // never switches back weighs until the recording's end, and is warned of;
-// one that exits, nothing. The wall-clock view adds each thread's CPU
+// one that exits, nothing; one preempted, still runnable, weighs on
+// PreemptedFrame under its stack. The wall-clock view adds each thread's CPU
 // samples, in time, to that.
 func TestOffCPUWeights(t *testing.T) {
 	st := perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod
@@ -26,11 +27,8 @@ func TestOffCPUWeights(t *testing.T) {
 		return &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: a, Misc: perfdata.MiscUser},
 			ID: a.IDs[0], IP: ip, Pid: 7, Tid: tid, Time: at, Period: a.SamplePeriod}
 	}
-	switchRec := func(tid uint32, at uint64, out bool) *perfdata.Switch {
-		var misc uint16
-		if out {
-			misc = perfdata.MiscSwitchOut
-		}
+	const in, out, preempted = 0, perfdata.MiscSwitchOut, perfdata.MiscSwitchOut | perfdata.MiscSwitchOutPreempt
+	switchRec := func(tid uint32, at uint64, misc uint16) *perfdata.Switch {
 		return &perfdata.Switch{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSwitch, Attr: sw, Misc: misc},
 			Trailer: perfdata.Trailer{Pid: 7, Tid: tid, Time: at, ID: 2}}
 	}
@@ -40,15 +38,17 @@ func TestOffCPUWeights(t *testing.T) {
 		// thread 7: 1 ms on the CPU
 		sample(cpu, 7, 1*s, 0x1000), sample(cpu, 7, 1*s+250_000, 0x1000), sample(cpu, 7, 1*s+500_000, 0x1000), sample(cpu, 7, 1*s+750_000, 0x1000),
 		// blocked 5 ms at 0x2000: its switch-in first, from another CPU's buffer
-		switchRec(7, 2*s+5_000_000, false), sample(sw, 7, 2*s, 0x2000), switchRec(7, 2*s+100, true),
+		switchRec(7, 2*s+5_000_000, in), sample(sw, 7, 2*s, 0x2000), switchRec(7, 2*s+100, out),
 		// blocked 50 us, its stack left out
-		switchRec(7, 3*s, true), switchRec(7, 3*s+50_000, false),
+		switchRec(7, 3*s, out), switchRec(7, 3*s+50_000, in),
+		// preempted 20 us at 0x1000
+		sample(sw, 7, 3*s+100_000, 0x1000), switchRec(7, 3*s+100_010, preempted), switchRec(7, 3*s+120_000, in),
 		// thread 8 blocks at 0x3000 for good
-		sample(sw, 8, 4*s, 0x3000), switchRec(8, 4*s+10, true),
+		sample(sw, 8, 4*s, 0x3000), switchRec(8, 4*s+10, out),
 		// thread 9 exits: its last switch is no block
 		&perfdata.Task{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeExit, Attr: cpu}, Pid: 7, PPid: 7, Tid: 9, PTid: 7, Time: 5 * s,
 			Trailer: perfdata.Trailer{Pid: 7, Tid: 9, Time: 5 * s, ID: 1}},
-		sample(sw, 9, 5*s+10, 0x4000), switchRec(9, 5*s+20, true),
+		sample(sw, 9, 5*s+10, 0x4000), switchRec(9, 5*s+20, out),
 		// the recording's last record
 		sample(cpu, 7, 6*s, 0x1000),
 	}
@@ -73,11 +73,12 @@ func TestOffCPUWeights(t *testing.T) {
 		warn  string
 	}{
 		{perfprof.OffCPUView, "samples/count off-cpu/nanoseconds", map[string][]int64{
-			"7 0x2000": {5_000_000}, "7 " + perfprof.ShortFrame: {50_000}, "8 0x3000": {2 * s},
+			"7 0x2000": {5_000_000}, "7 " + perfprof.ShortFrame: {50_000}, "7 " + perfprof.PreemptedFrame: {20_000}, "8 0x3000": {2 * s},
 		}, "1 threads were still off their CPU"},
 		{perfprof.WallView, "samples/count wall/nanoseconds cpu/nanoseconds off-cpu/nanoseconds", map[string][]int64{
 			"7 0x1000": {1_250_000, 1_250_000, 0}, "7 0x2000": {5_000_000, 0, 5_000_000},
-			"7 " + perfprof.ShortFrame: {50_000, 0, 50_000}, "8 0x3000": {2 * s, 0, 2 * s},
+			"7 " + perfprof.ShortFrame: {50_000, 0, 50_000}, "7 " + perfprof.PreemptedFrame: {20_000, 0, 20_000},
+			"8 0x3000": {2 * s, 0, 2 * s},
 		}, "1 threads were still off their CPU"},
 	} {
 		t.Run(tc.types, func(t *testing.T) {
