@@ -29,9 +29,15 @@ build: agents
 	cp $(AGENTS) agents/lib/
 	$(GO) build -tags embedagents -o jitprof ./cmd/jitprof
 
-# jitprof, agents built in, on the PATH.
+# jitprof, agents built in, on the PATH, and a manual page per command
+# where man looks (man jitprof-report), made from the commands' help;
+# made anew, so that a command that is gone leaves no page.
 install: build
 	install -D -m 755 jitprof $(DESTDIR)$(PREFIX)/bin/jitprof
+	rm -rf $(BUILD)/man1
+	./jitprof man $(BUILD)/man1
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 # The JVMTI agent for Java and the Intel JIT API collector.
 agents: $(AGENTS)

@@ -37,7 +37,7 @@ profiles of that code into symbolized reports.`,
 		SilenceErrors: true,
 		Version:       version(),
 	}
-	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd(), newAnnotateCmd(), newRecordCmd(), newArchiveCmd(), newAgentCmd())
+	root.AddCommand(newDumpCmd(), newCheckCmd(), newInjectCmd(), newReportCmd(), newAnnotateCmd(), newRecordCmd(), newArchiveCmd(), newAgentCmd(), newManCmd())
 	new(selfProfile).register(root)
 	return root
 }
