@@ -63,9 +63,9 @@ func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) er
 // htmlData is the page's profile: a table of frames and a tree of nodes
 // per stage. Frames are parallel arrays: Names[i] is frame i's name (as
 // in folded stacks), Modules[Module[i]] its module (-1: none), and
-// Kind[i] one letter: 'j' jitted code, 'n' native, 'k' the kernel, 'u'
-// an unresolved address (named after its module), 'c' a command (with
-// CommRoot) and 'r' the root, "all". A node is three numbers in Nodes,
+// Kind[i] one letter: 'j' jitted code, 'n' native, 'k' the kernel (named
+// or not), 'u' an unresolved address in user space (named after its
+// module), 'c' a command (with CommRoot) and 'r' the root, "all". A node is three numbers in Nodes,
 // in preorder: its frame, its value (its stacks' weight, itself and
 // below) and its number of children.
 type htmlData struct {
@@ -174,14 +174,17 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) {
 	frames := make([]int32, len(m.frames))
 	for i := range m.frames {
 		f := &m.frames[i]
+		// The kernel's frames are the kernel's, named or not, as the
+		// text report counts them to [kernel.kallsyms]: a recording read
+		// on another kernel has none named.
 		kind := byte('n')
 		switch {
+		case f.kernel:
+			kind = 'k'
 		case !f.resolved():
 			kind = 'u'
 		case f.jit:
 			kind = 'j'
-		case f.kernel:
-			kind = 'k'
 		}
 		frames[i] = b.frame(foldedName(f), f.module, kind)
 	}
