@@ -62,7 +62,10 @@ jitdump markers included, so a runtime that was started with --perf-prof
 
 Recording ends when the command exits, when the processes do, after
 --duration, or on Ctrl-C; the file is then written whole. When the disk
-fills, recording stops and the file keeps what reached the disk.`,
+fills, recording stops and the file keeps what reached the disk. A
+recording the output file held is kept as FILE.old (perf.data.old), as perf
+record keeps it: renamed, never copied, once the new one is written; only a
+regular file is kept.`,
 		Example: `  jitprof record -g -- node app.js && jitprof report
   jitprof record --call-graph dwarf -- ./app
   jitprof record -F 999 -g -p $(pgrep -n node) --duration 10s
@@ -113,11 +116,25 @@ fills, recording stops and the file keeps what reached the disk.`,
 					fmt.Fprintln(stderr, "jitprof:", msg)
 				}
 			}
+			kept, err := keepOld(o.Output)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := record.Run(ctx, o)
+			old, keepErr := kept.settle()
+			if keepErr != nil {
+				fmt.Fprintln(stderr, "jitprof:", keepErr)
+			}
 			if err != nil {
 				return &exitError{code: 1, err: err}
+			}
+			// Before the summary, whose lines would push it out of sight:
+			// a command that could not run (127) is why a recording
+			// holds next to nothing.
+			if res.ExitCode > 0 {
+				fmt.Fprintf(stderr, "jitprof: %s exited with status %d%s\n", args[0], res.ExitCode, exitMeaning(res.ExitCode))
 			}
 			var gathered []string
 			if gatherDir != "" && len(args) > 0 {
@@ -142,24 +159,20 @@ fills, recording stops and the file keeps what reached the disk.`,
 					}
 					size += ")"
 				}
+				if old != "" {
+					size += "; the previous recording is now " + old
+				}
 				fmt.Fprintf(stderr, "jitprof: %d %s samples in %.2f s, %s; wrote %s%s\n",
 					res.Samples, res.Event, res.Elapsed.Seconds(), lost, o.Output, size)
 				if o.OffCPU {
 					fmt.Fprintf(stderr, "jitprof: %d of the samples are switch-outs (off-CPU stacks); %d shorter than %v left out, their time kept by the switch records\n",
 						res.Switches, res.Short, o.OffCPUMin)
 				}
-				if res.FullStacks > 0 {
-					// A full copy can hold every frame: the process's
-					// arguments and environment lie above main too.
-					fmt.Fprintf(stderr, "jitprof: %d of the samples filled their %d-byte stack copy: if the report finds stacks cut short, --call-graph dwarf,%d copies more\n",
-						res.FullStacks, res.StackSize, min(2*res.StackSize, record.MaxStackSize))
-				}
 				if len(gathered) > 0 {
 					fmt.Fprintf(stderr, "jitprof: with it in %s: %s\n", gatherDir, strings.Join(baseNames(gathered), ", "))
 				}
 			}
 			if res.ExitCode > 0 {
-				fmt.Fprintf(stderr, "jitprof: %s exited with status %d\n", args[0], res.ExitCode)
 				return &exitError{code: res.ExitCode}
 			}
 			return nil
@@ -193,4 +206,16 @@ func baseNames(paths []string) []string {
 		names[i] = filepath.Base(p)
 	}
 	return names
+}
+
+// exitMeaning says what a shell's statuses for a command it could not run
+// mean, for the status line; "" for any other status.
+func exitMeaning(code int) string {
+	switch code {
+	case 127:
+		return ": command not found (the status a shell, or a wrapper such as a pyenv or asdf shim with no version selected, exits with when it finds no command to run; its message is above)"
+	case 126:
+		return ": command not executable (the status a shell exits with when it finds a command but cannot run it; its message is above)"
+	}
+	return ""
 }
