@@ -5,11 +5,13 @@
 package dumpindex
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
 	"io"
+	"iter"
 	"slices"
-	"strings"
+	"unsafe"
 
 	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/hostelf"
@@ -40,12 +42,18 @@ type Event struct {
 
 // Dump is a jitdump file read whole. Its records alias the file, which stays
 // mapped until Close.
+//
+// Its index costs a fixed amount per function and no allocation of its
+// own per record (a dump may hold millions of tiny functions): the
+// functions are kept in slabs, their names packed into shared blocks,
+// their loads are not kept twice as events, and code indexes are found by
+// binary search while the dump gives them in increasing order, as runtimes
+// do, with a map only for one that does not.
 type Dump struct {
 	Path      string // as given to Read, or its source's String
 	src       foreign.Path
 	Header    jitdump.Header
 	Functions []*Code // in file order
-	Events    []Event // in file order
 	// Problems lists what was skipped: invalid records, corrupt ones skipped
 	// to the record after them (jitdump.Invalid.Skipped), moves of unknown
 	// code indexes, and the condition that ended reading early (truncation,
@@ -60,15 +68,36 @@ type Dump struct {
 	// records are in use), the functions by code index, a DEBUG_INFO and an
 	// UNWINDING_INFO waiting for their CODE_LOAD, where reading stopped and
 	// whether it can go on.
-	older   []*jitdump.File
+	older  []*jitdump.File
+	debug  *jitdump.DebugInfo
+	unwind *jitdump.UnwindingInfo
+	end    int64
+	size   int64 // of the file, at most what the last read saw
+	ended  bool  // at corruption: nothing after it can be trusted
+	v8     *v8Index
+
+	// moves are the CODE_MOVEs, each after the loads before it in the
+	// file: with Functions, the events in file order.
+	moves []move
+	// byIndex finds a function by code index once the dump has given one
+	// out of increasing order (nil until then; Functions are searched).
 	byIndex map[uint64]*Code
-	debug   *jitdump.DebugInfo
-	unwind  *jitdump.UnwindingInfo
-	end     int64
-	size    int64 // of the file, at most what the last read saw
-	ended   bool  // at corruption: nothing after it can be trusted
-	v8      *v8Index
+	codes   []Code // the slab the next function is taken from
+	names   []byte // the block the next name is copied into
 }
+
+// move is a CODE_MOVE that followed the load of Functions[loads-1].
+type move struct {
+	loads int
+	Event
+}
+
+// Slabs of functions and blocks of names: one allocation for many records,
+// small enough to waste little on a small dump.
+const (
+	codeSlab  = 256
+	nameBlock = 64 << 10
+)
 
 // Read reads the dump at path.
 //
@@ -93,7 +122,7 @@ func ReadFrom(src foreign.Path) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, byIndex: make(map[uint64]*Code), size: fi.Size()}
+	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, size: fi.Size()}
 	d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
 	d.read()
 	return d, nil
@@ -160,23 +189,22 @@ func (d *Dump) read() {
 		case *jitdump.CodeLoad:
 			// A name is looked at for every sample in the function; kept
 			// in the mapping it would bring a page of code back per name.
-			r.Name = strings.Clone(r.Name)
-			fn := &Code{CodeLoad: r, Debug: d.debug, Unwind: d.unwind, file: f, v8: d.v8}
+			r.Name = d.keepName(r.Name)
+			fn := d.newCode()
+			*fn = Code{CodeLoad: r, Debug: d.debug, Unwind: d.unwind, file: f, v8: d.v8}
 			d.debug, d.unwind = nil, nil
-			d.Functions = append(d.Functions, fn)
-			d.byIndex[r.CodeIndex] = fn
-			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.CodeAddr, Code: fn})
+			d.index(fn)
 		case *jitdump.CodeMove:
-			fn := d.byIndex[r.CodeIndex]
+			fn := d.code(r.CodeIndex)
 			if fn == nil {
 				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
-			d.Events = append(d.Events, Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: fn, Move: true})
+			d.moves = append(d.moves, move{len(d.Functions), Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: fn, Move: true}})
 		case *jitdump.StageMark:
 			d.Marks = append(d.Marks, r)
 		case *jitdump.InlineInfo:
-			fn := d.byIndex[r.CodeIndex]
+			fn := d.code(r.CodeIndex)
 			if fn == nil {
 				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "inline record of a code_index no CODE_LOAD has; skipped"})
 				continue
@@ -192,6 +220,86 @@ func (d *Dump) read() {
 		}
 	}
 }
+
+// newCode returns a zero Code from the slab.
+func (d *Dump) newCode() *Code {
+	if len(d.codes) == 0 {
+		d.codes = make([]Code, codeSlab)
+	}
+	fn := &d.codes[0]
+	d.codes = d.codes[1:]
+	return fn
+}
+
+// keepName returns a copy of name in the current block of names.
+func (d *Dump) keepName(name string) string {
+	if len(name) > nameBlock/8 {
+		return string([]byte(name)) // a long one gets its own
+	}
+	if cap(d.names)-len(d.names) < len(name) {
+		d.names = make([]byte, 0, nameBlock)
+	}
+	start := len(d.names)
+	d.names = append(d.names, name...)
+	return unsafe.String(unsafe.SliceData(d.names[start:]), len(name))
+}
+
+// index adds fn to Functions and to what finds it by code index: a later
+// load of the same index hides an earlier one.
+func (d *Dump) index(fn *Code) {
+	n := len(d.Functions)
+	if d.byIndex == nil && n > 0 && d.Functions[n-1].CodeIndex >= fn.CodeIndex {
+		d.byIndex = make(map[uint64]*Code, n+1)
+		for _, old := range d.Functions {
+			d.byIndex[old.CodeIndex] = old
+		}
+	}
+	if d.byIndex != nil {
+		d.byIndex[fn.CodeIndex] = fn
+	}
+	d.Functions = append(d.Functions, fn)
+}
+
+// code returns the function last loaded with code index i, or nil.
+func (d *Dump) code(i uint64) *Code {
+	if d.byIndex != nil {
+		return d.byIndex[i]
+	}
+	k, ok := slices.BinarySearchFunc(d.Functions, i, func(fn *Code, i uint64) int { return cmp.Compare(fn.CodeIndex, i) })
+	if !ok {
+		return nil
+	}
+	return d.Functions[k]
+}
+
+// Events returns the loads and moves of the dump's functions in file
+// order, each with its index in that order.
+func (d *Dump) Events() iter.Seq2[int, Event] {
+	return func(yield func(int, Event) bool) {
+		i, m := 0, 0
+		for k, fn := range d.Functions {
+			for ; m < len(d.moves) && d.moves[m].loads <= k; m++ {
+				if !yield(i, d.moves[m].Event) {
+					return
+				}
+				i++
+			}
+			if !yield(i, Event{Time: fn.Timestamp, Pid: fn.Pid, Tid: fn.Tid, Addr: fn.CodeAddr, Code: fn}) {
+				return
+			}
+			i++
+		}
+		for _, mv := range d.moves[m:] {
+			if !yield(i, mv.Event) {
+				return
+			}
+			i++
+		}
+	}
+}
+
+// EventCount returns how many events Events yields.
+func (d *Dump) EventCount() int { return len(d.Functions) + len(d.moves) }
 
 // Truncated tells whether reading ended inside a cut-short last record.
 func (d *Dump) Truncated() bool {

@@ -58,11 +58,12 @@ func TestReadAttachesAndOrders(t *testing.T) {
 		addr uint64
 		move bool
 	}{{"a", 0x1000, false}, {"b", 0x2000, false}, {"a", 0x3000, true}, {"c", 0x1000, false}}
-	if len(d.Events) != len(want) {
-		t.Fatalf("%d events, want %d", len(d.Events), len(want))
+	events, wrong := eventList(d)
+	if len(events) != len(want) || d.EventCount() != len(want) || wrong >= 0 {
+		t.Fatalf("%d events (count %d, event %d with a wrong index), want %d", len(events), d.EventCount(), wrong, len(want))
 	}
 	for i, w := range want {
-		e := d.Events[i]
+		e := events[i]
 		if e.Code.Name != w.name || e.Addr != w.addr || e.Move != w.move || e.Time == 0 {
 			t.Errorf("event %d = %s at %#x move=%v t=%d, want %+v", i, e.Code.Name, e.Addr, e.Move, e.Time, w)
 		}
@@ -70,6 +71,19 @@ func TestReadAttachesAndOrders(t *testing.T) {
 	if len(d.Problems) != 1 || d.Truncated() {
 		t.Errorf("problems %v: want the move of unknown index 99 only", d.Problems)
 	}
+}
+
+// eventList returns d's events, and -1 if one came with an index other
+// than its place.
+func eventList(d *Dump) (events []Event, wrong int) {
+	wrong = -1
+	for i, e := range d.Events() {
+		if i != len(events) && wrong < 0 {
+			wrong = len(events)
+		}
+		events = append(events, e)
+	}
+	return events, wrong
 }
 
 func TestReadKeepsRecordsBeforeTruncation(t *testing.T) {

@@ -22,7 +22,8 @@ func summary(d *Dump) []string {
 		}
 		s = append(s, fmt.Sprintf("fn %d %s %#x lines=%d unwind=%v inlines=%d", fn.CodeIndex, fn.Name, fn.CodeAddr, lines, fn.Unwind != nil, len(fn.Inlines)))
 	}
-	for _, e := range d.Events {
+	events, _ := eventList(d)
+	for _, e := range events {
 		s = append(s, fmt.Sprintf("ev %d %d %#x %s move=%v", e.Time, e.Pid, e.Addr, e.Code.Name, e.Move))
 	}
 	for _, p := range d.Problems {

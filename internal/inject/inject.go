@@ -334,7 +334,7 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 	trailer := jitsources.Mapping(markerRec).Trailer
 	attr := markerRec.Header().Attr
 	d := m.dump
-	for _, ev := range d.dump.Events {
+	for _, ev := range d.dump.Events() {
 		p, ok := d.images[ev.Code]
 		if !ok || ev.Code.CodeSize == 0 {
 			continue // nothing can be sampled in an empty function

@@ -45,7 +45,7 @@ func loadEvents(markers []Marker, cache *DumpCache) ([]string, []string) {
 	defer rec.Close()
 	var evs []string
 	for _, d := range rec.Dumps {
-		for _, e := range d.Events {
+		for _, e := range d.Events() {
 			evs = append(evs, fmt.Sprintf("%s %d %s %#x %v", d.Path, d.Pid, e.Code.Name, e.Addr, e.Move))
 		}
 	}

@@ -362,7 +362,7 @@ type jitFile struct {
 func newJITFile(path string, d *dumpindex.Dump) *jitFile {
 	jf := &jitFile{path: path, mach: d.Machine(), byIndex: make(map[uint64][]*placed)}
 	lines := make(map[*dumpindex.Code]dumpindex.Lines)
-	for i, ev := range d.Events {
+	for i, ev := range d.Events() {
 		fn := ev.Code
 		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
 			continue // covers nothing, or wraps around

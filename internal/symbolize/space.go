@@ -344,13 +344,13 @@ func (b *builder) dumpEvents() {
 	order := int64(math.MaxInt64 / 2)
 	n := 0
 	for _, d := range b.jit.Dumps {
-		n += len(d.Events)
+		n += d.EventCount()
 	}
 	b.events = slices.Grow(b.events, n)
 	for _, d := range b.jit.Dumps {
 		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
 		b.dumps = append(b.dumps, mod)
-		for _, e := range d.Events {
+		for _, e := range d.Events() {
 			if e.Code.CodeSize == 0 {
 				continue // nothing can be sampled in it
 			}

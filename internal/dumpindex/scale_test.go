@@ -1,0 +1,61 @@
+package dumpindex
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
+)
+
+// TestReadAllocatesPerSlab: indexing a dump allocates for blocks of
+// records, not for each (a JIT may load millions of tiny functions), and
+// finds every function's moves and events by its code index.
+func TestReadAllocatesPerSlab(t *testing.T) {
+	const n = 20000
+	p, err := synth.Write(t.TempDir(), synth.Options{Functions: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *Dump
+	allocs := testing.AllocsPerRun(3, func() {
+		if d, err = Read(p.Dump); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	})
+	if len(d.Functions) != n || d.EventCount() != n || len(d.Problems) != 0 {
+		t.Fatalf("%d functions, %d events, problems %v", len(d.Functions), d.EventCount(), d.Problems)
+	}
+	if allocs > n/20 {
+		t.Errorf("%.0f allocations to index %d functions: want fewer than one per 20", allocs, n)
+	}
+	for _, i := range []uint64{1, n / 2, n} {
+		if fn := d.code(i); fn == nil || fn.CodeIndex != i || fn.Name != fmt.Sprintf("f%d", i-1) {
+			t.Errorf("code index %d: %+v", i, fn)
+		}
+	}
+	if d.code(n+1) != nil || d.code(0) != nil {
+		t.Error("a code index no load has was found")
+	}
+}
+
+// BenchmarkRead indexes a dump of many tiny functions.
+func BenchmarkRead(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			p, err := synth.Write(b.TempDir(), synth.Options{Functions: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := Read(p.Dump)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/function")
+		})
+	}
+}
