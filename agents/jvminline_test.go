@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"math"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
 	"golang.org/x/sys/unix"
 )
@@ -117,10 +117,10 @@ func sampleFrames(s *profile.Sample) []javaFrame {
 // page fault is running Java code, for JFR), else "".
 func innermostJava(s *profile.Sample) string {
 	for _, l := range s.Location {
-		if l.Mapping != nil && l.Mapping.File == perfprof.KernelFile {
+		if l.Mapping != nil && l.Mapping.File == contract.KernelFile {
 			continue
 		}
-		if perfprof.IsJIT(l.Mapping) && len(l.Line) > 0 && javaSig.MatchString(l.Line[0].Function.SystemName) {
+		if contract.IsJIT(l.Mapping) && len(l.Line) > 0 && javaSig.MatchString(l.Line[0].Function.SystemName) {
 			return l.Line[0].Function.SystemName
 		}
 		return ""
@@ -368,7 +368,7 @@ func TestJVMTIInline(t *testing.T) {
 		if s.NumLabel["tid"][0] != mainTid || innermostJava(s) == "" {
 			return "", false
 		}
-		i := slices.IndexFunc(s.Location, func(l *profile.Location) bool { return perfprof.IsJIT(l.Mapping) })
+		i := slices.IndexFunc(s.Location, func(l *profile.Location) bool { return contract.IsJIT(l.Mapping) })
 		return s.Location[i].Line[len(s.Location[i].Line)-1].Function.SystemName, i == 0
 	}
 	holders, leafHolders := map[string]int64{}, map[string]int64{}

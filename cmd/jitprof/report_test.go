@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"maps"
 	"net/http"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 func TestReportFormats(t *testing.T) {
@@ -655,7 +655,7 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 			fn := ln.Function
 			// An inlined function V8's positions gave is one of its own
 			// functions too, named as such with a suffix.
-			name := tier.ReplaceAllString(strings.TrimSuffix(fn.Name, perfprof.InferredSuffix), "")
+			name := tier.ReplaceAllString(strings.TrimSuffix(fn.Name, contract.InferredSuffix), "")
 			if fn.Name == fn.SystemName || name == fn.Name || !strings.Contains(fn.Filename, "jsnames") {
 				continue // not a named function of the workload
 			}
@@ -692,7 +692,7 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 	}
 	inTop := 0
 	for name := range workloadFns {
-		frame := regexp.MustCompile(`(?m)\sJS:[~^+*]` + regexp.QuoteMeta(name) + `(` + regexp.QuoteMeta(perfprof.InferredSuffix) + `)?$`)
+		frame := regexp.MustCompile(`(?m)\sJS:[~^+*]` + regexp.QuoteMeta(name) + `(` + regexp.QuoteMeta(contract.InferredSuffix) + `)?$`)
 		if frame.Match(top) {
 			inTop++
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"maps"
 	"math"
 	"os"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -53,7 +53,7 @@ func received(ps []pprofile.Profiles) map[int64]*windowCounts {
 		// which pprof's Name splits into a function and its file.
 		fnName := func(l pprofile.Line) string {
 			f := d.FunctionTable().At(int(l.FunctionIndex()))
-			return perfprof.PerfName(&profile.Function{Name: str(f.NameStrindex()), SystemName: str(f.SystemNameStrindex())})
+			return contract.PerfName(&profile.Function{Name: str(f.NameStrindex()), SystemName: str(f.SystemNameStrindex())})
 		}
 		for _, rp := range p.ResourceProfiles().All() {
 			attrs := rp.Resource().Attributes().AsRaw()
@@ -607,7 +607,7 @@ func TestSoak(t *testing.T) {
 			seen[pid] = true
 			for _, l := range s.Location {
 				for _, ln := range l.Line {
-					if hot.MatchString(perfprof.PerfName(ln.Function)) {
+					if hot.MatchString(contract.PerfName(ln.Function)) {
 						named[pid] = true
 					}
 				}
@@ -695,7 +695,7 @@ func TestCgroup(t *testing.T) {
 			pids[pid] += s.Value[0]
 			for _, l := range s.Location {
 				for _, ln := range l.Line {
-					named = named || strings.Contains(perfprof.PerfName(ln.Function), "hotA")
+					named = named || strings.Contains(contract.PerfName(ln.Function), "hotA")
 				}
 			}
 		}
@@ -810,7 +810,7 @@ func TestWindowsAgainstPerf(t *testing.T) {
 			if len(lines) == 0 {
 				continue
 			}
-			if name := perfprof.PerfName(lines[len(lines)-1].Function); strings.HasPrefix(name, "JS:") {
+			if name := contract.PerfName(lines[len(lines)-1].Function); strings.HasPrefix(name, "JS:") {
 				ours[name] += int(s.Value[0])
 			}
 		}

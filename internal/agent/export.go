@@ -224,8 +224,7 @@ func newOTLPSink(addr string, buffer int, c *counters, log func(string)) (*otlpS
 }
 
 func (x *otlpSink) put(w *window, p *profile.Profile, host string) {
-	ps := otlpprof.Convert(p, otlpprof.Options{Host: host, Start: w.start, Processes: w.procs, JIT: perfprof.IsJIT,
-		Kernel: func(m *profile.Mapping) bool { return m.File == perfprof.KernelFile }})
+	ps := otlpprof.Convert(p, otlpprof.Options{Host: host, Start: w.start, Processes: w.procs})
 	it := item{seq: w.seq, profiles: ps}
 	for {
 		select {

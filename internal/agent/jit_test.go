@@ -3,13 +3,13 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/procfs"
 )
 
@@ -32,7 +32,7 @@ func leafCounts(t *testing.T, dir string, pid int, name func(string) string) map
 			if len(lines) == 0 {
 				continue
 			}
-			if n := name(perfprof.PerfName(lines[len(lines)-1].Function)); n != "" {
+			if n := name(contract.PerfName(lines[len(lines)-1].Function)); n != "" {
 				counts[n] += int(s.Value[0])
 			}
 		}

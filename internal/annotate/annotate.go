@@ -9,6 +9,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"io"
 	"maps"
 	"path/filepath"
@@ -18,17 +20,14 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
-	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/objtool"
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options says how to show the code.
 type Options struct {
 	Syntax disasm.Syntax
 	// Files holds copies of the recording's files (an archive's), or nil.
-	Files *symbolize.Files
+	Files *contract.Files
 }
 
 // Unknown is the name reports give code no symbol names; annotate lists
@@ -55,7 +54,7 @@ type instance struct {
 
 // Write annotates every instance of the function named symbol in p, a
 // profile perfprof made, the most sampled first. symbol is a name jitprof
-// report prints (perfprof.PerfName), the profile's Name or SystemName, with
+// report prints (contract.PerfName), the profile's Name or SystemName, with
 // or without an inferred frame's suffix, or Unknown. A function inlined
 // into others is shown in the code of each, its instructions marked. Its
 // code comes from the files its mappings name.
@@ -81,15 +80,15 @@ func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
 // names returns the names fn goes by: reports', pprof's and the
 // runtime's.
 func names(fn *profile.Function) [3]string {
-	return [3]string{perfprof.PerfName(fn), fn.Name, fn.SystemName}
+	return [3]string{contract.PerfName(fn), fn.Name, fn.SystemName}
 }
 
 // named tells whether fn goes by symbol. A name without an inferred
 // frame's suffix stands for the function whether inferred or not.
 func named(fn *profile.Function, symbol string) bool {
-	bare := !strings.HasSuffix(symbol, perfprof.InferredSuffix)
+	bare := !strings.HasSuffix(symbol, contract.InferredSuffix)
 	for _, n := range names(fn) {
-		if n != "" && (n == symbol || bare && strings.TrimSuffix(n, perfprof.InferredSuffix) == symbol) {
+		if n != "" && (n == symbol || bare && strings.TrimSuffix(n, contract.InferredSuffix) == symbol) {
 			return true
 		}
 	}
@@ -192,9 +191,9 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 				}
 				in := byKey[k]
 				if in == nil {
-					in = &instance{fn: f, named: true, name: perfprof.PerfName(fn), module: loc.Mapping.File, at: make(map[uint64]int64)}
+					in = &instance{fn: f, named: true, name: contract.PerfName(fn), module: loc.Mapping.File, at: make(map[uint64]int64)}
 					if k.inlined != "" {
-						in.inlined, in.holder = fn, perfprof.PerfName(holder)
+						in.inlined, in.holder = fn, contract.PerfName(holder)
 					}
 					byKey[k] = in
 				}
@@ -251,14 +250,14 @@ func notFound(p *profile.Profile, symbol string) error {
 			if fn == nil {
 				continue
 			}
-			c := byName[perfprof.PerfName(fn)]
+			c := byName[contract.PerfName(fn)]
 			if c == nil {
-				c = &candidate{name: perfprof.PerfName(fn), distance: nearness(fn, symbol)}
+				c = &candidate{name: contract.PerfName(fn), distance: nearness(fn, symbol)}
 				byName[c.name] = c
 			}
 			if i == len(loc.Line)-1 {
 				c.own = true
-			} else if holder := perfprof.PerfName(loc.Line[len(loc.Line)-1].Function); !slices.Contains(c.holders, holder) {
+			} else if holder := contract.PerfName(loc.Line[len(loc.Line)-1].Function); !slices.Contains(c.holders, holder) {
 				c.holders = append(c.holders, holder)
 			}
 		}
@@ -292,9 +291,9 @@ func nearness(fn *profile.Function, symbol string) int {
 	want := strings.ToLower(symbol)
 	best := -1
 	forms := names(fn)
-	v8, _ := dumpindex.ParseV8Name(strings.TrimSuffix(fn.SystemName, perfprof.InferredSuffix))
+	v8, _ := runtimes.ParseV8Name(strings.TrimSuffix(fn.SystemName, contract.InferredSuffix))
 	for _, n := range append(forms[:], v8.Name) {
-		n = strings.ToLower(strings.TrimSuffix(n, perfprof.InferredSuffix))
+		n = strings.ToLower(strings.TrimSuffix(n, contract.InferredSuffix))
 		if n == "" {
 			continue
 		}
@@ -341,7 +340,7 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 		fmt.Fprintf(w, "%s inlined into %s  (%s, %#x-%#x, %d %s samples in its code of %d in all)\n",
 			in.name, in.holder, filepath.Base(in.module), fn.Start, fn.End, in.samples, event, in.holderSamples)
 		how := "as the dump's inline records give them"
-		if strings.HasSuffix(in.inlined.SystemName, perfprof.InferredSuffix) {
+		if strings.HasSuffix(in.inlined.SystemName, contract.InferredSuffix) {
 			how = "as jitprof inferred them from the runtime's source positions"
 		}
 		fmt.Fprintf(w, "Rows marked > are its code, %s; the samples are those of its code.\n", how)
@@ -423,7 +422,7 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 func (in *instance) isInlined(f objtool.Frame) bool {
 	name := f.Name
 	if f.Inferred {
-		name += perfprof.InferredSuffix
+		name += contract.InferredSuffix
 	}
 	return name == in.inlined.SystemName
 }
@@ -432,11 +431,11 @@ func (in *instance) isInlined(f objtool.Frame) bool {
 // the function asked for in full.
 func frameName(f objtool.Frame) string {
 	name := demangle.Name(f.Name)
-	if n, ok := dumpindex.ParseV8Name(f.Name); ok && n.Name != "" {
+	if n, ok := runtimes.ParseV8Name(f.Name); ok && n.Name != "" {
 		name = n.Function() // its place is in the Source column
 	}
 	if f.Inferred {
-		name += perfprof.InferredSuffix
+		name += contract.InferredSuffix
 	}
 	return name
 }

@@ -3,6 +3,7 @@ package annotate
 import (
 	"bytes"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,7 +234,7 @@ func TestNames(t *testing.T) {
 		{"perf's name", outer, []want{outerOwn}, nil},
 		{"pprof's name", "JS:*outer", []want{outerOwn}, nil},
 		{"an inferred frame, as reports name it", inner, []want{innerIn}, nil},
-		{"an inferred frame without its suffix", strings.TrimSuffix(inner, perfprof.InferredSuffix), []want{innerIn}, nil},
+		{"an inferred frame without its suffix", strings.TrimSuffix(inner, contract.InferredSuffix), []want{innerIn}, nil},
 		{"an inferred frame, as pprof names it", "JS:*inner [inferred]", []want{innerIn}, nil},
 		{"an inlined frame the dump records", "mid", []want{midIn}, nil},
 		{"the function mid is inlined into", "root", []want{{"root  (jit-", 4, nil}}, nil},

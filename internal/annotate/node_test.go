@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/disasm"
-	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/report"
@@ -66,7 +67,7 @@ func TestNodeReportNames(t *testing.T) {
 	pprof := make(map[at]place)
 	for _, s := range p.Sample {
 		loc := s.Location[0]
-		if !perfprof.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
+		if !contract.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
 			continue
 		}
 		k := at{loc.Mapping.Start, loc.Address}
@@ -114,7 +115,7 @@ func TestNodeReportNames(t *testing.T) {
 				}
 				if r.marked {
 					marked++
-					n, _ := dumpindex.ParseV8Name(strings.TrimSuffix(name, perfprof.InferredSuffix))
+					n, _ := runtimes.ParseV8Name(strings.TrimSuffix(name, contract.InferredSuffix))
 					lines := body[n.Name]
 					line, _ := strconv.Atoi(source[strings.LastIndex(source, ":")+1:])
 					if atStart || lines[0] == 0 || line < lines[0] || line > lines[1] {

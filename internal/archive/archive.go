@@ -27,6 +27,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"math"
 	"os"
@@ -164,13 +165,13 @@ func listFiles(input string, opts symbolize.Options) (*plan, error) {
 	}
 	for _, m := range res.Profile.Mapping {
 		switch {
-		case m.BuildID == perfprof.JITBuildID: // its dump is in already
-		case m.File == perfprof.KernelFile && named(res, m.ID):
+		case m.BuildID == contract.JITBuildID: // its dump is in already
+		case m.File == contract.KernelFile && named(res, m.ID):
 			// The kernel's own file, which reads as empty to a stat.
 			add(entry{name: kallsymsName, make: func() ([]byte, error) { return os.ReadFile("/proc/kallsyms") }})
-		case m.File == perfprof.VDSOFile && named(res, m.ID):
+		case m.File == contract.VDSOFile && named(res, m.ID):
 			add(entry{name: vdsoName, make: elfsym.VDSOImage})
-		case perfprof.IsPerfMap(m.File):
+		case contract.IsPerfMap(m.File):
 			add(runtimeFile(m.File))
 			if times := m.File + jitsources.TimesSuffix; exists(times) {
 				add(runtimeFile(times))
@@ -421,8 +422,8 @@ func Is(path string) bool {
 // Extracted is an archive unpacked into a directory of its own.
 type Extracted struct {
 	Dir   string
-	Input string           // the recording
-	Files *symbolize.Files // the copies of the recording's files
+	Input string          // the recording
+	Files *contract.Files // the copies of the recording's files
 }
 
 // Extract unpacks the archive at path into a new directory under tmp ("" for
@@ -456,7 +457,7 @@ func extract(ctx context.Context, path, tmp string, lim limits) (*Extracted, err
 	if err != nil {
 		return nil, err
 	}
-	x := &Extracted{Dir: dir, Input: filepath.Join(dir, recordingName), Files: &symbolize.Files{Root: filepath.Join(dir, filesDir)}}
+	x := &Extracted{Dir: dir, Input: filepath.Join(dir, recordingName), Files: &contract.Files{Root: filepath.Join(dir, filesDir)}}
 	fail := func(err error) (*Extracted, error) {
 		x.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -33,10 +33,10 @@ import (
 type Section struct {
 	File, Name string
 	Data       []byte
-	Addr       uint64 // where Data[0] is in the address space pc-relative pointers count in
-	EH         bool   // .eh_frame's rules, not .debug_frame's
-	Order      binary.ByteOrder
-	AddrSize   int // of absptr pointers in .eh_frame CIEs and of version 1 and 3 .debug_frame ones: 8 or 4
+	Addr       uint64           // where Data[0] is in the address space pc-relative pointers count in
+	EH         bool             // .eh_frame's rules, not .debug_frame's
+	Order      binary.ByteOrder // of the fields: the target's
+	AddrSize   int              // of absptr pointers in .eh_frame CIEs and of version 1 and 3 .debug_frame ones: 8 or 4
 
 	cies map[int]*CIE
 }
@@ -129,8 +129,8 @@ type CIE struct {
 	Aug       bool   // 'z': FDEs carry augmentation data
 	AddrSize  int
 	Initial   []byte // the initial instructions
-	order     binary.ByteOrder
-	err       error // the CIE is unusable, and its FDEs with it
+	big       bool   // big-endian fields
+	err       error  // the CIE is unusable, and its FDEs with it
 
 	// The rules after the initial instructions, for the Arch of archOf,
 	// computed by the first Machine to start an FDE of this CIE.
@@ -174,7 +174,7 @@ func (s *Section) addrSize() int {
 }
 
 func (s *Section) parseCIE(off int) CIE {
-	c := CIE{Off: off, order: s.Order}
+	c := CIE{Off: off, big: s.Order.Uint16([]byte{0, 1}) == 1}
 	data, o := s.Data[off:], s.Order
 	if len(data) < 4 {
 		c.err = errors.New("truncated")
@@ -195,7 +195,7 @@ func (s *Section) parseCIE(off int) CIE {
 		c.err = errors.New("its length runs past the section")
 		return c
 	}
-	r := reader{p: data[hdr+idSize : hdr+int(length)], order: o}
+	r := reader{p: data[hdr+idSize : hdr+int(length)], big: c.big}
 	if id := data[hdr : hdr+idSize]; s.EH && o.Uint32(id) != 0 || !s.EH && id[0] != 0xff {
 		c.err = errors.New("not a CIE")
 		return c
@@ -238,7 +238,7 @@ func (s *Section) parseCIE(off int) CIE {
 			c.err = errors.New("augmentation data runs past the entry")
 			return c
 		}
-		ad := reader{p: r.p[:n], order: o}
+		ad := reader{p: r.p[:n], big: c.big}
 		r.p = r.p[n:]
 		for _, ch := range aug[1:] {
 			switch ch {
@@ -283,7 +283,7 @@ type FDE struct {
 // FDE parses the fields of FDE e, whose CIE is c.
 func (s *Section) FDE(e *Entry, c *CIE) (FDE, error) {
 	pos := e.Off + e.IDOff + e.idSize // of pc_begin in the section
-	r := reader{p: e.Body(), order: s.Order}
+	r := reader{p: e.Body(), big: c.big}
 	start, err := r.ptr(c.Enc, s.Addr+uint64(pos), c.AddrSize)
 	if err != nil {
 		return FDE{}, fmt.Errorf("pc_begin: %v", err)
@@ -311,9 +311,9 @@ func (s *Section) FDE(e *Entry, c *CIE) (FDE, error) {
 // reader reads the fields of an entry; bad tells that it ran out of bytes,
 // after which every read gives 0.
 type reader struct {
-	p     []byte
-	bad   bool
-	order binary.ByteOrder // of fixed-size fields
+	p   []byte
+	bad bool
+	big bool // fixed-size fields are big-endian
 }
 
 func (r *reader) u8() byte {
@@ -332,15 +332,14 @@ func (r *reader) fixed(n int) uint64 {
 		return 0
 	}
 	var v uint64
-	switch n {
-	case 1:
-		v = uint64(r.p[0])
-	case 2:
-		v = uint64(r.order.Uint16(r.p))
-	case 4:
-		v = uint64(r.order.Uint32(r.p))
-	default:
-		v = r.order.Uint64(r.p)
+	if r.big {
+		for _, b := range r.p[:n] {
+			v = v<<8 | uint64(b)
+		}
+	} else {
+		for i := n - 1; i >= 0; i-- {
+			v = v<<8 | uint64(r.p[i])
+		}
 	}
 	r.p = r.p[n:]
 	return v

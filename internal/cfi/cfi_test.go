@@ -11,6 +11,12 @@ import (
 	"github.com/jitprof/jitprof/internal/cfi"
 )
 
+// row is a row Machine.Run gives.
+type row struct {
+	loc uint64
+	st  cfi.State
+}
+
 // ehFrame writes an .eh_frame of one CIE and one FDE with the writer's
 // helpers: the CIE's augmentation "zR" gives the FDE's pointer encoding
 // enc, and ptr writes pc_begin and pc_range at the field's offset.
@@ -61,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 
 				s := &cfi.Section{File: "f", Name: ".eh_frame", Data: eh, Addr: secAddr, EH: true, Order: o}
 				m := &cfi.Machine{Arch: a}
-				var rows []cfi.Row
+				var rows []row
 				var fdes int
 				for off := 0; off < len(eh); {
 					e, err := s.Next(off)
@@ -90,11 +96,10 @@ func TestRoundTrip(t *testing.T) {
 					if f.Start != code || f.End != code+size*300 {
 						t.Errorf("FDE [%#x, %#x), want [%#x, %#x)", f.Start, f.End, code, code+size*300)
 					}
-					r, err := m.Rows(&f)
+					err = m.Run(&f, func(loc uint64, st *cfi.State) { rows = append(rows, row{loc, *st}) })
 					if err != nil {
 						t.Fatal(err)
 					}
-					rows = slices.Clone(r)
 				}
 				if fdes != 1 {
 					t.Fatalf("%d FDEs", fdes)
@@ -102,15 +107,15 @@ func TestRoundTrip(t *testing.T) {
 				ra := cfi.RegRule{Kind: cfi.RegOffset, Off: -8}
 				saved := cfi.RegRule{Kind: cfi.RegOffset, Off: -16}
 				at := func(units uint64) uint64 { return code + units*codeAlign }
-				want := []cfi.Row{
+				want := []row{
 					{at(0), cfi.State{CFAReg: a.SP, CFAOff: 8, RA: ra}},
 					{at(1), cfi.State{CFAReg: a.SP, CFAOff: 16, RA: ra, FP: saved}},
 					{at(301), cfi.State{CFAReg: a.FP, CFAOff: 16, RA: ra, FP: saved}},
 					{at(303), cfi.State{CFAReg: a.SP, CFAOff: 8, RA: ra}},
 				}
-				same := func(x, y cfi.Row) bool {
-					return x.Loc == y.Loc && x.State.CFAExpr == nil && x.State.CFAReg == y.State.CFAReg &&
-						x.State.CFAOff == y.State.CFAOff && x.State.RA == y.State.RA && x.State.FP == y.State.FP
+				same := func(x, y row) bool {
+					return x.loc == y.loc && x.st.CFAExpr == nil && x.st.CFAReg == y.st.CFAReg &&
+						x.st.CFAOff == y.st.CFAOff && x.st.RA == y.st.RA && x.st.FP == y.st.FP
 				}
 				if !slices.EqualFunc(rows, want, same) {
 					t.Errorf("rows\n%+v\nwant\n%+v", rows, want)

@@ -31,12 +31,6 @@ type State struct {
 	RA, FP  RegRule
 }
 
-// Row is the State from Loc on, up to the next row's Loc or the FDE's end.
-type Row struct {
-	Loc   uint64
-	State State
-}
-
 // DWARF call frame instructions (DWARF 5, section 6.4.2, and GNU's). The
 // first three carry an operand in their low 6 bits.
 const (
@@ -84,8 +78,7 @@ type Machine struct {
 	st    State
 	loc   uint64
 	end   uint64
-	rows  []Row // with emit, each row that starts before end
-	emit  bool
+	emit  func(loc uint64, st *State) // nil while running a CIE's instructions
 	saved []State
 }
 
@@ -100,7 +93,7 @@ func (m *Machine) Init(c *CIE) error {
 		c.initErr = errors.New("code alignment factor 0")
 		return c.initErr
 	}
-	m.c, m.init, m.st, m.emit, m.loc = c, nil, State{}, false, 0
+	m.c, m.init, m.st, m.emit, m.loc = c, nil, State{}, nil, 0
 	if err := m.run(c.Initial); err != nil {
 		c.initErr = fmt.Errorf("initial instructions: %v", err)
 	}
@@ -108,16 +101,16 @@ func (m *Machine) Init(c *CIE) error {
 	return c.initErr
 }
 
-// Rows runs f's program from its CIE's rules (Init must have accepted the
-// CIE) and returns the rows that start inside [f.Start, f.End), valid
-// until the next call.
-func (m *Machine) Rows(f *FDE) ([]Row, error) {
-	m.c, m.init, m.st, m.emit = f.CIE, &f.CIE.start, f.CIE.start, true
-	m.loc, m.end, m.rows = f.Start, f.End, m.rows[:0]
-	if err := m.run(f.Program); err != nil {
-		return nil, err
-	}
-	return m.rows, nil
+// Run runs f's program from its CIE's rules (Init must have accepted the
+// CIE) and gives emit each row that starts inside [f.Start, f.End), in
+// order: the rules st from loc on, up to the next row's loc or f.End. st
+// is the machine's, valid during the call. Rows are given, not returned,
+// so that a table's build reduces each as it comes rather than copying
+// them all.
+func (m *Machine) Run(f *FDE, emit func(loc uint64, st *State)) error {
+	m.c, m.init, m.st, m.emit = f.CIE, &f.CIE.start, f.CIE.start, emit
+	m.loc, m.end = f.Start, f.End
+	return m.run(f.Program)
 }
 
 // run runs the call frame program prog from the machine's state, the rows
@@ -125,9 +118,9 @@ func (m *Machine) Rows(f *FDE) ([]Row, error) {
 func (m *Machine) run(prog []byte) error {
 	m.saved = m.saved[:0]
 	c := m.c
-	r := reader{p: prog, order: c.order}
+	r := reader{p: prog, big: c.big}
 	for len(r.p) > 0 && !r.bad {
-		if m.emit && m.loc >= m.end {
+		if m.emit != nil && m.loc >= m.end {
 			return nil // the rest describes no code of this FDE
 		}
 		at := len(prog) - len(r.p)
@@ -227,8 +220,8 @@ func (m *Machine) run(prog []byte) error {
 	if r.bad {
 		return errors.New("instructions truncated")
 	}
-	if m.emit && m.loc < m.end {
-		m.rows = append(m.rows, Row{m.loc, m.st})
+	if m.emit != nil && m.loc < m.end {
+		m.emit(m.loc, &m.st)
 	}
 	return nil
 }
@@ -238,8 +231,8 @@ func (m *Machine) advance(to uint64) error {
 	if to < m.loc {
 		return fmt.Errorf("location %#x goes back from %#x", to, m.loc)
 	}
-	if to > m.loc && m.emit && m.loc < m.end {
-		m.rows = append(m.rows, Row{m.loc, m.st})
+	if to > m.loc && m.emit != nil && m.loc < m.end {
+		m.emit(m.loc, &m.st)
 	}
 	m.loc = to
 	return nil

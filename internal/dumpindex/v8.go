@@ -2,6 +2,7 @@ package dumpindex
 
 import (
 	"cmp"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ const maxPos = 1 << 24
 
 // v8Name is a CODE_LOAD name of V8's parsed.
 type v8Name struct {
-	tier   string // V8Name.Tier
+	tier   string // runtimes.V8Name.Tier
 	name   string // empty for anonymous functions and a script's top level
 	script string
 	start  pos
@@ -45,7 +46,7 @@ type v8Name struct {
 // parseV8Name parses the name of a JavaScript function's code ("JS:"),
 // with its line and column, as the recovery of inlined functions needs it.
 func parseV8Name(s string) (v8Name, bool) {
-	n, ok := ParseV8Name(s)
+	n, ok := runtimes.ParseV8Name(s)
 	if !ok || n.Tag != "JS:" || n.Column == 0 || n.Line >= maxPos || n.Column >= maxPos {
 		return v8Name{}, false
 	}

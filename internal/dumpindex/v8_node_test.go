@@ -3,6 +3,7 @@ package dumpindex_test
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/jitprof/jitprof/internal/contract"
 	"maps"
 	"math"
 	"os"
@@ -160,7 +161,7 @@ func start(t *testing.T, dir string, argv ...string) (wait func()) {
 }
 
 // jsName is V8's name of a JS function, as jitprof's perf-style outputs
-// name its frames (perfprof.PerfName).
+// name its frames (contract.PerfName).
 var jsName = regexp.MustCompile(`^JS:[*+^~]?(.*) (\S*):(\d+):(\d+)(?: \[inferred\])?$`)
 
 // key names a function the same way for jitprof and V8's profiles: name,
@@ -182,10 +183,10 @@ func innermostJS(res *perfprof.Result, pid int) (with, without map[string]float6
 		n := float64(s.Value[0])
 		total += n
 		for _, loc := range s.Location {
-			if !perfprof.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
+			if !contract.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
 				continue
 			}
-			inner, outer := jsKey(perfprof.PerfName(loc.Line[0].Function)), jsKey(perfprof.PerfName(loc.Line[len(loc.Line)-1].Function))
+			inner, outer := jsKey(contract.PerfName(loc.Line[0].Function)), jsKey(contract.PerfName(loc.Line[len(loc.Line)-1].Function))
 			if outer == "" {
 				continue
 			}

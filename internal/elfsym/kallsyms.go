@@ -155,3 +155,16 @@ func kallsymsElfType(t byte) uint8 {
 	}
 	return typeObject
 }
+
+// Kernel reads the recorded kernel's symbols: those of copy, a copy of its
+// /proc/kallsyms, else the running kernel's when it is the recorded one
+// (running says so); nil without an error when neither is at hand.
+func Kernel(copy string, running bool) (*Table, error) {
+	switch {
+	case copy != "":
+		return ReadKallsyms(copy)
+	case running:
+		return ReadKallsyms("/proc/kallsyms")
+	}
+	return nil, nil
+}

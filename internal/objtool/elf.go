@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"regexp"
 	"slices"
@@ -15,8 +16,6 @@ import (
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/foreign"
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // elfFile is an executable or shared library: pprof reads them with
@@ -54,7 +53,7 @@ func openELF(path string) (*elfFile, error) {
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the
 // running kernel's, as perfprof named it.
-func openVDSO(files *symbolize.Files) (*elfFile, error) {
+func openVDSO(files *contract.Files) (*elfFile, error) {
 	var image []byte
 	var err error
 	if files != nil && files.VDSO != "" {
@@ -65,7 +64,7 @@ func openVDSO(files *symbolize.Files) (*elfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	syms, err := elfsym.NewTable(bytes.NewReader(image), perfprof.VDSOFile)
+	syms, err := elfsym.NewTable(bytes.NewReader(image), contract.VDSOFile)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func openVDSO(files *symbolize.Files) (*elfFile, error) {
 		syms.Close()
 		return nil, fmt.Errorf("[vdso]: %w", err)
 	}
-	return &elfFile{path: perfprof.VDSOFile, f: f, syms: syms}, nil
+	return &elfFile{path: contract.VDSOFile, f: f, syms: syms}, nil
 }
 
 func (ef *elfFile) close() error {

@@ -2,6 +2,7 @@ package objtool
 
 import (
 	"errors"
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/google/pprof/driver"
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -44,7 +44,7 @@ func TestFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	jit := func(start, size, index uint64) *profile.Mapping {
-		return &profile.Mapping{File: path, BuildID: perfprof.JITBuildID, Start: start, Limit: start + size, Offset: index}
+		return &profile.Mapping{File: path, BuildID: contract.JITBuildID, Start: start, Limit: start + size, Offset: index}
 	}
 	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 0x30, outer)}})
 	defer tool.Close()
@@ -79,7 +79,7 @@ func TestFrames(t *testing.T) {
 			for _, fr := range tc.want {
 				name := fr.Name
 				if fr.Inferred {
-					name += perfprof.InferredSuffix
+					name += contract.InferredSuffix
 				}
 				want = append(want, driver.Frame{Func: name, File: fr.File, Line: fr.Line})
 			}

@@ -1,12 +1,12 @@
 package objtool
 
 import (
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -32,7 +32,7 @@ func TestFuncAtJIT(t *testing.T) {
 	}
 
 	jit := func(start, size, index uint64) *profile.Mapping {
-		return &profile.Mapping{File: path, BuildID: perfprof.JITBuildID, Start: start, Limit: start + size, Offset: index}
+		return &profile.Mapping{File: path, BuildID: contract.JITBuildID, Start: start, Limit: start + size, Offset: index}
 	}
 	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 3, a)}})
 	defer tool.Close()
@@ -104,12 +104,12 @@ func TestFuncAtPerfMap(t *testing.T) {
 // dump that cannot be read is an error naming it.
 func TestFuncAtNotJIT(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "jit-2.dump")
-	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: perfprof.JITBuildID}}})
+	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: contract.JITBuildID}}})
 	defer tool.Close()
 	if _, ok, err := tool.FuncAt(nil, 0x1000); ok || err != nil {
 		t.Errorf("FuncAt(nil mapping) = %v, %v", ok, err)
 	}
-	if _, _, err := tool.FuncAt(&profile.Mapping{File: missing, BuildID: perfprof.JITBuildID}, 0x1000); err == nil {
+	if _, _, err := tool.FuncAt(&profile.Mapping{File: missing, BuildID: contract.JITBuildID}, 0x1000); err == nil {
 		t.Errorf("a missing dump gave no error")
 	}
 	if _, _, err := tool.FuncAt(&profile.Mapping{File: filepath.Join(t.TempDir(), "perf-3.map")}, 0x1000); err == nil {

@@ -5,6 +5,8 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"regexp"
 	"slices"
 	"sort"
@@ -16,8 +18,6 @@ import (
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/perfmap"
 )
 
@@ -38,18 +38,18 @@ type Tool struct {
 	elfs     map[string]*elfFile
 	perfMaps map[string]*perfmap.Table
 	kernel   *elfsym.Table
-	files    *symbolize.Files // copies of the recording's files, or nil
+	files    *contract.Files // copies of the recording's files, or nil
 }
 
 // New returns the tool for the mappings of profiles perfprof made: those
-// whose BuildID is perfprof.JITBuildID are jitdump files, at the path of
+// whose BuildID is contract.JITBuildID are jitdump files, at the path of
 // their File. files, when not nil, holds copies of the recording's files
-// (symbolize.Files), read before the files themselves.
-func New(files *symbolize.Files, ps ...*profile.Profile) *Tool {
+// (contract.Files), read before the files themselves.
+func New(files *contract.Files, ps ...*profile.Profile) *Tool {
 	dumps := make(map[string]*dumpindex.Dump)
 	for _, p := range ps {
 		for _, m := range p.Mapping {
-			if m.BuildID == perfprof.JITBuildID {
+			if m.BuildID == contract.JITBuildID {
 				dumps[m.File] = nil
 			}
 		}
@@ -134,7 +134,7 @@ func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
 	switch {
 	case m == nil:
 		return Func{}, false, nil
-	case m.BuildID == perfprof.JITBuildID:
+	case m.BuildID == contract.JITBuildID:
 		jf, err := t.jitFile(m.File)
 		if err != nil || jf == nil {
 			return Func{}, false, err
@@ -144,14 +144,14 @@ func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
 			return Func{}, false, nil
 		}
 		return Func{Name: p.fn.Name, Start: p.addr, End: p.end(), CodeIndex: p.fn.CodeIndex, jit: p}, true, nil
-	case m.File == perfprof.KernelFile:
+	case m.File == contract.KernelFile:
 		kt, err := t.kernelTable()
 		if err != nil {
 			return Func{}, false, err
 		}
 		s, ok := kt.Lookup(addr)
 		return Func{Name: s.Name, Start: s.Start, End: s.End, noCode: "kernel code, which a recording does not hold"}, ok, nil
-	case perfprof.IsPerfMap(m.File):
+	case contract.IsPerfMap(m.File):
 		pt, err := t.perfMap(m.File)
 		if err != nil {
 			return Func{}, false, err
@@ -248,7 +248,7 @@ func (t *Tool) elfFile(file string) (*elfFile, error) {
 		ef  *elfFile
 		err error
 	)
-	if file == perfprof.VDSOFile {
+	if file == contract.VDSOFile {
 		ef, err = openVDSO(t.files)
 	} else {
 		ef, err = openELF(t.files.Path(file))
@@ -264,7 +264,11 @@ func (t *Tool) kernelTable() (*elfsym.Table, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.kernel == nil {
-		kt, err := t.files.Kernel(true) // named frames of the kernel are the recorded one's
+		var kallsyms string
+		if t.files != nil {
+			kallsyms = t.files.Kallsyms
+		}
+		kt, err := elfsym.Kernel(kallsyms, true) // named frames of the kernel are the recorded one's
 		if err == nil && kt == nil {
 			err = errors.New("no kernel symbols")
 		}
@@ -331,7 +335,7 @@ func (p *placed) frames(addr uint64) []Frame {
 	// script (none: node 20 garbles every file name of a user's script;
 	// or code inlined from another script, whose inlined frame, when
 	// recovered, comes first).
-	if n, ok := dumpindex.ParseV8Name(p.fn.Name); ok && n.Line != 0 && (line == 0 || file != n.Script) {
+	if n, ok := runtimes.ParseV8Name(p.fn.Name); ok && n.Line != 0 && (line == 0 || file != n.Script) {
 		own = Frame{Name: p.fn.Name, File: n.Script, Line: int(n.Line), AtStart: true}
 	}
 	chain := p.fn.InlineChain(load)
@@ -438,7 +442,7 @@ func (jf *jitFile) SourceLine(addr uint64) ([]driver.Frame, error) {
 	for _, fr := range p.frames(addr) {
 		name := fr.Name
 		if fr.Inferred {
-			name += perfprof.InferredSuffix // as the profile names it
+			name += contract.InferredSuffix // as the profile names it
 		}
 		frames = append(frames, driver.Frame{Func: name, File: fr.File, Line: fr.Line})
 	}

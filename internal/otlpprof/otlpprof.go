@@ -11,6 +11,7 @@
 package otlpprof
 
 import (
+	"github.com/jitprof/jitprof/internal/contract"
 	"maps"
 	"slices"
 	"time"
@@ -37,10 +38,6 @@ type Options struct {
 	// Processes describe the pids of the profile's samples; a pid without
 	// an entry gets a resource with its pid only.
 	Processes map[uint32]Process
-	// JIT tells the mappings of jitted code, for their frames' type.
-	JIT func(*profile.Mapping) bool
-	// Kernel tells the kernel's mapping.
-	Kernel func(*profile.Mapping) bool
 }
 
 // Semantic-convention names (OpenTelemetry semconv 1.3x).
@@ -118,9 +115,9 @@ func Convert(p *profile.Profile, o Options) pprofile.Profiles {
 				switch {
 				case m == nil:
 					return ""
-				case o.Kernel != nil && o.Kernel(m):
+				case contract.KindOf(m) == contract.Kernel:
 					return "kernel"
-				case o.JIT != nil && o.JIT(m) && jitType != "":
+				case contract.IsJIT(m) && jitType != "":
 					return jitType
 				}
 				return "native"

@@ -108,9 +108,7 @@ func TestConvert(t *testing.T) {
 	start := time.Unix(1795497000, 5)
 	procs := map[uint32]Process{10: {Pid: 10, Comm: "node", Executable: "/usr/bin/node", CommandLine: "node app.js", Runtime: "nodejs",
 		ContainerID: strings.Repeat("ab", 32)}}
-	ps := Convert(testProfile(), Options{Host: "h1", Start: start, Processes: procs,
-		JIT:    func(m *profile.Mapping) bool { return m.BuildID == "jitdump" },
-		Kernel: func(m *profile.Mapping) bool { return m.File == "[kernel.kallsyms]" }})
+	ps := Convert(testProfile(), Options{Host: "h1", Start: start, Processes: procs})
 
 	// Through the wire format and back, as the collector gets it.
 	b, err := (&pprofile.ProtoMarshaler{}).MarshalProfiles(ps)

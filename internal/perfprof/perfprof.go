@@ -76,9 +76,9 @@ type Filter struct {
 // JSON, folded, pprof, gmon, annotate, the web UI). Its mappings say what
 // holds each location's code: an ELF file placed at [Start, Limit) from file
 // offset Offset, with its build-id when the recording gave one; a jitted
-// function's code (BuildID JITBuildID, File the dump's path, [Start, Limit)
-// the function's place, Offset its code_index); the kernel (KernelFile), the
-// vDSO (VDSOFile), a perf map (File its path). internal/objtool reads their
+// function's code (BuildID contract.JITBuildID, File the dump's path, [Start, Limit)
+// the function's place, Offset its code_index); the kernel (contract.KernelFile), the
+// vDSO (contract.VDSOFile), a perf map (File its path). internal/objtool reads their
 // code and symbols.
 type Result struct {
 	Profile *profile.Profile

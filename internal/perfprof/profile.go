@@ -3,9 +3,9 @@ package perfprof
 import (
 	"cmp"
 	"encoding/hex"
+	"github.com/jitprof/jitprof/internal/contract"
 	"maps"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -15,36 +15,6 @@ import (
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
-
-// The names of a profile's mappings that are not files (see Result).
-const (
-	// JITBuildID is the BuildID of the profile Mappings of jitted code,
-	// whose File is the dump's path: pprof must not look for such a file's
-	// symbols or disassemble it with objdump.
-	JITBuildID = "jitdump"
-	KernelFile = symbolize.KernelName
-	VDSOFile   = symbolize.VDSOName
-)
-
-// InferredSuffix ends the name of an inlined frame that the runtime did not
-// record but jitprof worked out from source positions (V8's: see
-// dumpindex.InlineFrame.Inferred), in every output, so that it is never
-// taken for the runtime's word. SystemName carries it too: the runtime
-// gave no name of its own for such a frame.
-const InferredSuffix = " [inferred]"
-
-// perfMapName is how perf tells a perf map: perf-<pid>.map.
-var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
-
-// IsJIT tells whether a mapping of a profile Build made holds jitted code:
-// a dump's function, or a perf map's, which runtimes write for their
-// jitted code too.
-func IsJIT(m *profile.Mapping) bool {
-	return m != nil && (m.BuildID == JITBuildID || IsPerfMap(m.File))
-}
-
-// IsPerfMap tells whether a profile's mapping File is a perf map's.
-func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(file)) }
 
 // result builds the profile: a Mapping per mapped ELF file (per place it
 // was mapped at), per place of a jitted function, and per perf map and the
@@ -94,7 +64,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 			}
 			switch {
 			case jit != nil:
-				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, JITBuildID
+				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, contract.JITBuildID
 			case key.start != 0:
 				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
 			}
@@ -130,8 +100,8 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		if fn == nil {
 			fn, _ = newFunction(uint64(len(p.Function)+1), in.Name, demangle.Name(in.Name), true)
 			if in.Inferred {
-				fn.Name += InferredSuffix
-				fn.SystemName += InferredSuffix
+				fn.Name += contract.InferredSuffix
+				fn.SystemName += contract.InferredSuffix
 			}
 			fn.Filename = cmp.Or(fn.Filename, strings.Clone(in.File))
 			inlines[key] = fn
@@ -360,19 +330,19 @@ func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Functi
 	if !jitted || demangled != raw {
 		return fn, 0
 	}
-	sn, ok := splitName(raw)
+	sn, ok := contract.SplitName(raw)
 	if !ok {
 		return fn, 0
 	}
 	// Name is a prefix of SystemName but for a nameless function's: no
 	// second copy.
-	fn.Name = strings.Clone(sn.name)
-	if strings.HasPrefix(fn.SystemName, sn.name) {
-		fn.Name = fn.SystemName[:len(sn.name)]
+	fn.Name = strings.Clone(sn.Name)
+	if strings.HasPrefix(fn.SystemName, sn.Name) {
+		fn.Name = fn.SystemName[:len(sn.Name)]
 	}
-	fn.Filename = strings.Clone(sn.file)
-	fn.StartLine = sn.line
-	return fn, sn.column
+	fn.Filename = strings.Clone(sn.File)
+	fn.StartLine = sn.Line
+	return fn, sn.Column
 }
 
 // stripped counts, by stripped ELF file, the kept samples whose leaf it

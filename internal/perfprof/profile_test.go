@@ -2,6 +2,7 @@ package perfprof_test
 
 import (
 	"bytes"
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
 	"testing"
@@ -122,7 +123,7 @@ func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
 
 // TestSplitNames: in the profile, jitted functions whose names embed their
 // source are split as pprof expects, keep their raw name in SystemName, and
-// PerfName gives back perf report's name; the others are left alone.
+// contract.PerfName gives back perf report's name; the others are left alone.
 func TestSplitNames(t *testing.T) {
 	data := synthRecording(t, "node", "/usr/bin/node", 0)
 	type want struct {
@@ -163,8 +164,8 @@ func TestSplitNames(t *testing.T) {
 			if fn.SystemName == "_Z3fibi" {
 				wantPerf = "fib"
 			}
-			if got := perfprof.PerfName(fn); got != wantPerf {
-				t.Errorf("PerfName(%q) = %q, want %q", fn.SystemName, got, wantPerf)
+			if got := contract.PerfName(fn); got != wantPerf {
+				t.Errorf("contract.PerfName(%q) = %q, want %q", fn.SystemName, got, wantPerf)
 			}
 			wantLine, wantCol := w.line, w.col
 			switch {

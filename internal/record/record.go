@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/agents"
 	"io"
 	"io/fs"
 	"math/bits"
@@ -346,7 +347,7 @@ func (s *session) start() error {
 		if err != nil {
 			return err
 		}
-		if env, err = runtimes.Env(env, runtimes.Context{DumpDir: filepath.Dir(out), CallGraph: o.CallGraph != NoCallGraph}, o.Note); err != nil {
+		if env, err = runtimes.Env(env, runtimes.Context{DumpDir: filepath.Dir(out), CallGraph: o.CallGraph != NoCallGraph, Agent: agentLibrary}, o.Note); err != nil {
 			return err
 		}
 	}
@@ -739,4 +740,15 @@ func paranoia() int {
 		return 2
 	}
 	return n
+}
+
+// agentLibrary hands out the agents' libraries to the runtimes' variables.
+func agentLibrary(a runtimes.Agent) (string, error) {
+	switch a {
+	case runtimes.JVMTI:
+		return agents.Library(agents.JVMTI)
+	case runtimes.IttJIT:
+		return agents.Library(agents.IttJIT)
+	}
+	return "", fmt.Errorf("no agent %d", a)
 }

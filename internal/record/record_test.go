@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"math"
 	"os"
@@ -313,7 +314,7 @@ func TestTestJIT(t *testing.T) {
 	if ar.Kept != int(res.Samples) {
 		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
 	}
-	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile, perfprof.PerfName))
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile))
 
 	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
 		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
@@ -393,7 +394,7 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			named := int64(0)
 			for _, s := range ar.Profile.Sample {
 				l := s.Location[0]
-				if l.Mapping != nil && slices.Contains(ar.Dumps, l.Mapping.File) && len(l.Line) > 0 && jitted[perfprof.PerfName(l.Line[len(l.Line)-1].Function)] {
+				if l.Mapping != nil && slices.Contains(ar.Dumps, l.Mapping.File) && len(l.Line) > 0 && jitted[contract.PerfName(l.Line[len(l.Line)-1].Function)] {
 					named += s.Value[0]
 				}
 			}
@@ -451,7 +452,7 @@ func TestAttachNode(t *testing.T) {
 			// functions differently.
 			node.Process.Kill()
 			node.Wait()
-			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile, perfprof.PerfName)
+			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
 			js, builtins := 0, 0
 			for name, n := range got {
 				switch {

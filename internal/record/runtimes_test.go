@@ -2,15 +2,14 @@ package record
 
 import (
 	"encoding/json"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 )
 
 // TestMono records Mono with no flag: record sets MONO_ENV_OPTIONS, Mono
@@ -34,7 +33,7 @@ func TestMono(t *testing.T) {
 	if len(maps) != 1 {
 		t.Fatalf("perf maps beside the recording: %q, want Mono's", maps)
 	}
-	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile, perfprof.PerfName)
+	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
 
 	// perf reads the map from /tmp only, where Mono left it.
 	tmp := filepath.Join("/tmp", filepath.Base(maps[0]))
@@ -112,10 +111,10 @@ func TestDeno(t *testing.T) {
 	if len(ar.Dumps) == 0 {
 		t.Fatal("no dump: DENO_V8_FLAGS did not reach V8")
 	}
-	got := fixtures.LeafCounts(ar.Profile, perfprof.PerfName)
+	got := fixtures.LeafCounts(ar.Profile)
 	js := map[string]int{}
 	for name, n := range got {
-		if v8, ok := dumpindex.ParseV8Name(name); ok && (v8.Name == "hot" || v8.Name == "cold") {
+		if v8, ok := runtimes.ParseV8Name(name); ok && (v8.Name == "hot" || v8.Name == "cold") {
 			js[v8.Name] += n
 		}
 	}

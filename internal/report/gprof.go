@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"math"
 	"path/filepath"
@@ -9,8 +10,6 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // The bridge from perfprof's profiles to gprof's files: internal/gmon's
@@ -41,7 +40,7 @@ type incarnation struct {
 // Functions are named as the report names them (demangled); where each
 // starts, how long it is and which code_index it was comes from the files
 // the profiles' mappings name.
-func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
+func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
 	tool := objtool.New(files, ps...)
 	defer tool.Close()
 	prog := &gmon.Program{}
@@ -70,7 +69,7 @@ func gprofProgram(files *symbolize.Files, ps ...*profile.Profile) (*gmon.Program
 		}
 		off := loc.Address - fn.Start
 		for i, l := range loc.Line {
-			f := gmon.Symbol{Name: perfprof.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+			f := gmon.Symbol{Name: contract.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
 			key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
 			if i < len(loc.Line)-1 {
 				key.inlined = l.Function.Name
@@ -150,7 +149,7 @@ func rate(p *profile.Profile) (uint32, string) {
 // assembler file (with Kaffe's file names, xgmon.out and
 // kaffe-jit-symbols.s). Each file is written whole or not at all. It
 // returns the paths written.
-func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, files *symbolize.Files) ([]string, error) {
+func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, files *contract.Files) ([]string, error) {
 	prog, profiles, err := gprofProgram(files, ps...)
 	if err != nil {
 		return nil, err

@@ -108,13 +108,12 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"path"
 	"slices"
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options selects what a report shows.
@@ -155,7 +154,7 @@ type Options struct {
 
 	// Files holds copies of the recording's files (an archive's), or nil:
 	// gprof's symbol file reads the functions' extents from them.
-	Files *symbolize.Files
+	Files *contract.Files
 }
 
 // CheckOptions reports the errors in o that do not depend on the profile,
@@ -256,8 +255,8 @@ func parseSort(names []string) ([]sortKey, error) {
 type frame struct {
 	name   string // demangled symbol, or unknown
 	module string // base name of the mapping's file, or unknown
-	kernel bool   // the kernel's code: its mapping is perfprof.KernelFile
-	jit    bool   // jitted code: perfprof.IsJIT
+	kernel bool   // the kernel's code: its mapping is contract.KernelFile
+	jit    bool   // jitted code: contract.IsJIT
 	file   string // source file, when known
 	sym    int32  // name, interned: frames of the same name share it
 	mod    int32  // module, interned
@@ -400,12 +399,12 @@ func (b *builder) resolve(l *profile.Location) []int32 {
 	if l.Mapping != nil && l.Mapping.File != "" {
 		module = path.Base(l.Mapping.File)
 	}
-	kernel := l.Mapping != nil && l.Mapping.File == perfprof.KernelFile
-	jit := perfprof.IsJIT(l.Mapping)
+	kernel := l.Mapping != nil && l.Mapping.File == contract.KernelFile
+	jit := contract.IsJIT(l.Mapping)
 	var frames []int32
 	for _, line := range l.Line {
 		if fn := line.Function; fn != nil {
-			frames = append(frames, b.frame(cmp.Or(perfprof.PerfName(fn), unknown), module, fn.Filename, kernel, jit))
+			frames = append(frames, b.frame(cmp.Or(contract.PerfName(fn), unknown), module, fn.Filename, kernel, jit))
 		}
 	}
 	if len(frames) == 0 {

@@ -1,6 +1,6 @@
 package runtimes
 
-import "github.com/jitprof/jitprof/agents"
+import "errors"
 
 // Java is HotSpot, which describes its code through jitprof's JVMTI agent,
 // writing to $JITDUMPDIR.
@@ -8,7 +8,7 @@ var Java = register(&Runtime{
 	Name:        "java",
 	Executables: []string{"java"},
 	Env: []Var{
-		{Name: "JAVA_TOOL_OPTIONS", Sep: " ", Value: agentPath(agents.JVMTI, "-agentpath:"), Optional: true},
+		{Name: "JAVA_TOOL_OPTIONS", Sep: " ", Value: agentPath(JVMTI, "-agentpath:"), Optional: true},
 		// HotSpot's compiled code uses rbp as a general register, and
 		// gives no unwind tables for it: call chains through it need
 		// frame pointers, whatever the call graph's mode.
@@ -23,9 +23,12 @@ var Java = register(&Runtime{
 })
 
 // agentPath returns the path of one of jitprof's agents, prefixed.
-func agentPath(k agents.Kind, prefix string) func(Context) ([]string, error) {
-	return func(Context) ([]string, error) {
-		path, err := agents.Library(k)
+func agentPath(a Agent, prefix string) func(Context) ([]string, error) {
+	return func(c Context) ([]string, error) {
+		if c.Agent == nil {
+			return nil, errors.New("no agents at hand")
+		}
+		path, err := c.Agent(a)
 		if err != nil {
 			return nil, err
 		}

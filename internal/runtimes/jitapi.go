@@ -1,7 +1,5 @@
 package runtimes
 
-import "github.com/jitprof/jitprof/agents"
-
 // LLVM is LLVM's lli, whose MCJIT writes a dump under
 // $JITDUMPDIR/.debug/jit/, as perf's own JVMTI agent does.
 var LLVM = register(&Runtime{
@@ -18,6 +16,6 @@ var LLVM = register(&Runtime{
 var PHP = register(&Runtime{
 	Name:        "php",
 	Executables: []string{"php*"},
-	Env:         []Var{{Name: "INTEL_JIT_PROFILER64", Value: agentPath(agents.IttJIT, ""), Optional: true}},
+	Env:         []Var{{Name: "INTEL_JIT_PROFILER64", Value: agentPath(IttJIT, ""), Optional: true}},
 	Flag:        "php -d opcache.jit_debug=128 with INTEL_JIT_PROFILER64=<jitprof's libjitprof-ittjit.so>",
 })

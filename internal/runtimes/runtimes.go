@@ -52,7 +52,19 @@ type Var struct {
 type Context struct {
 	DumpDir   string // where runtimes that take a directory should write
 	CallGraph bool   // call chains are recorded
+	// Agent returns the path of one of jitprof's agents, to be loaded into
+	// a runtime (agents.Library): a function, so that this package, which
+	// the profile's readers import too, needs none of the agents' code.
+	Agent func(Agent) (string, error)
 }
+
+// Agent names one of jitprof's agents.
+type Agent int
+
+const (
+	JVMTI  Agent = iota // for HotSpot
+	IttJIT              // Intel's JIT Profiling API
+)
 
 // Constant is a Value that is always the same options.
 func Constant(v ...string) func(Context) ([]string, error) {

@@ -23,10 +23,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -54,8 +53,8 @@ const (
 
 // The names of the modules that are not files, as perf names them.
 const (
-	KernelName = "[kernel.kallsyms]"
-	VDSOName   = "[vdso]"
+	KernelName = contract.KernelFile
+	VDSOName   = contract.VDSOFile
 )
 
 // Module is what holds code: a file, a dump, a perf map, the kernel.
@@ -117,7 +116,7 @@ type Options struct {
 	Warn func(error)
 	// Files, when set, holds copies of the files the recording's samples
 	// hit, as an archive brings them to another machine.
-	Files *Files
+	Files *contract.Files
 	// Tables, when set, keeps symbol tables for the Spaces built after
 	// this one: Close leaves them open.
 	Tables *TableCache
@@ -132,30 +131,6 @@ type Options struct {
 	// dumps others marked are not read (a profile of some processes of a
 	// machine that runs many JITs need not hold them all in memory).
 	Pids []uint32
-}
-
-// Files are copies of a recording's files: each at Root+its recorded path,
-// the recorded kernel's symbols in Kallsyms (a /proc/kallsyms) and its vDSO
-// in VDSO; the kernel's are used whatever kernel runs here. Empty fields
-// stand for copies not made.
-type Files struct {
-	Root, Kallsyms, VDSO string
-}
-
-// Path returns where to read the file recorded at path: its copy when
-// there is one.
-func (f *Files) Path(path string) string {
-	if f != nil && f.Root != "" {
-		if c := filepath.Join(f.Root, path); fileExists(c) {
-			return c
-		}
-	}
-	return path
-}
-
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
 }
 
 // Space is the address spaces of the recorded processes over time.
@@ -506,14 +481,14 @@ func (s *Space) openTable(m *Module) *elfsym.Table {
 	)
 	switch m.Kind {
 	case Kernel:
-		if t, err = s.opts.Files.Kernel(s.sameKernel); t == nil {
+		if t, err = elfsym.Kernel(kallsymsCopy(s.opts.Files), s.sameKernel); t == nil {
 			if err != nil {
 				s.opts.Warn(fmt.Errorf("kernel symbols: %w", err))
 			}
 			return nil
 		}
 	case VDSO:
-		if t, _ = s.opts.Files.VDSOTable(s.sameKernel); t == nil {
+		if t, _ = vdsoTable(s.opts.Files, s.sameKernel); t == nil {
 			return nil
 		}
 	case ELF:
@@ -531,21 +506,18 @@ func (s *Space) openTable(m *Module) *elfsym.Table {
 	return t
 }
 
-// Kernel reads the recorded kernel's symbols: the copy's, else the running
-// kernel's when it is the recorded one (running says so); nil without an
-// error when neither is at hand.
-func (f *Files) Kernel(running bool) (*elfsym.Table, error) {
-	switch {
-	case f != nil && f.Kallsyms != "":
-		return elfsym.ReadKallsyms(f.Kallsyms)
-	case running:
-		return elfsym.ReadKallsyms("/proc/kallsyms")
+// kallsymsCopy is the copy of the recorded kernel's symbols in f, "" when
+// there is none.
+func kallsymsCopy(f *contract.Files) string {
+	if f == nil {
+		return ""
 	}
-	return nil, nil
+	return f.Kallsyms
 }
 
-// VDSOTable reads the recorded kernel's vDSO symbols, as Kernel does.
-func (f *Files) VDSOTable(running bool) (*elfsym.Table, error) {
+// vdsoTable reads the recorded kernel's vDSO symbols, as elfsym.Kernel
+// reads its symbols.
+func vdsoTable(f *contract.Files, running bool) (*elfsym.Table, error) {
 	switch {
 	case f != nil && f.VDSO != "":
 		return elfsym.Open(f.VDSO)

@@ -251,14 +251,17 @@ func (t *Table) build(m *cfi.Machine, all []fde, keep func(start, end uint64) bo
 	t.rules = []Rule{{}}
 	t.addr = make([]uint32, 0, len(fdes)*4)
 	t.rule = make([]uint16, 0, len(fdes)*4)
+	// Rows are added once the whole program has run: a bad FDE adds none.
+	var rows []row
+	emit := func(loc uint64, st *cfi.State) { rows = append(rows, row{loc, toRule(st, m.Arch)}) }
 	for _, f := range fdes {
-		rows, err := m.Rows(&f.FDE)
-		if err != nil {
+		rows = rows[:0]
+		if err := m.Run(&f.FDE, emit); err != nil {
 			t.problem(f.sec.Errorf(f.Off, "FDE [%#x, %#x): %v", f.Start, f.End, err))
 			continue
 		}
-		for i := range rows {
-			if err := b.add(rows[i].Loc, toRule(&rows[i].State, m.Arch)); err != nil {
+		for _, r := range rows {
+			if err := b.add(r.loc, r.rule); err != nil {
 				return err
 			}
 		}
@@ -270,6 +273,12 @@ func (t *Table) build(m *cfi.Machine, all []fde, keep func(start, end uint64) bo
 	t.rule = slices.Clip(t.rule)
 	t.index()
 	return nil
+}
+
+// row is the rule of a CFI row, from loc on.
+type row struct {
+	loc  uint64
+	rule Rule
 }
 
 // fdeKey is what FDEs are sorted by, and the FDE's index.

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"bytes"
+	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +16,6 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
-	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -53,7 +53,7 @@ func sourceProfile(t *testing.T, cases []sourceCase, dump, fn string) *profile.P
 		add(native, 0x1000+uint64(i)*0x10, c.fn, c.file, c.line)
 	}
 	if dump != "" {
-		jit := &profile.Mapping{ID: 2, File: dump, BuildID: perfprof.JITBuildID, Start: jitAddr, Limit: jitAddr + uint64(len(jitCode)), Offset: 1, HasFunctions: true}
+		jit := &profile.Mapping{ID: 2, File: dump, BuildID: contract.JITBuildID, Start: jitAddr, Limit: jitAddr + uint64(len(jitCode)), Offset: 1, HasFunctions: true}
 		p.Mapping = append(p.Mapping, jit)
 		add(jit, jitAddr+1, fn, "", 0)
 	}

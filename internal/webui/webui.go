@@ -26,6 +26,7 @@ package webui
 import (
 	"context"
 	"errors"
+	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"net"
 	"net/http"
@@ -36,7 +37,6 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/jitprof/jitprof/internal/objtool"
-	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // Options configures Serve.
@@ -46,7 +46,7 @@ type Options struct {
 	// the network by accident; port 0 picks a free port.
 	HostPort string
 	// Files holds copies of the recording's files (an archive's), or nil.
-	Files *symbolize.Files
+	Files *contract.Files
 	// SourceDir is the directory the source views may read source files
 	// from, or "": see sources.
 	SourceDir string

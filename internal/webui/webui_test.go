@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"flag"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"html"
 	"io"
 	"maps"
@@ -44,7 +45,7 @@ func testProfile(t *testing.T, path string, d *dumpindex.Dump, node string) (*pr
 		Period:     100000,
 		TimeNanos:  time.Now().UnixNano(),
 	}
-	jit := &profile.Mapping{ID: 1, File: path, BuildID: perfprof.JITBuildID, HasFunctions: true, HasFilenames: true, HasLineNumbers: true, Start: ^uint64(0)}
+	jit := &profile.Mapping{ID: 1, File: path, BuildID: contract.JITBuildID, HasFunctions: true, HasFilenames: true, HasLineNumbers: true, Start: ^uint64(0)}
 	p.Mapping = append(p.Mapping, jit)
 	var locs []*profile.Location
 	for _, fn := range fns {
@@ -343,7 +344,7 @@ func TestFlameGraphNames(t *testing.T) {
 	dom := html.UnescapeString(chromium(t, browser, "--window-size=3000,800", "--dump-dom", srv.at("/ui/flamegraph")))
 	// A function TurboFan inlined is drawn as an inferred frame, by its
 	// whole name too.
-	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)(` + regexp.QuoteMeta(perfprof.InferredSuffix) + `)?$`)
+	whole := regexp.MustCompile(`^JS:[~^+*](flatMap|check|get total|square|evaldSum)(` + regexp.QuoteMeta(contract.InferredSuffix) + `)?$`)
 	drawn := map[string]bool{}
 	for _, m := range boxText.FindAllStringSubmatch(dom, -1) {
 		text := m[1]

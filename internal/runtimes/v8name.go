@@ -1,4 +1,4 @@
-package dumpindex
+package runtimes
 
 import (
 	"strconv"

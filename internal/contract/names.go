@@ -1,13 +1,13 @@
-package perfprof
+package contract
 
 import (
 	"cmp"
+	"github.com/jitprof/jitprof/internal/runtimes"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
-	"github.com/jitprof/jitprof/internal/dumpindex"
 )
 
 // Some runtimes name a jitted function after where its source is: V8
@@ -30,16 +30,16 @@ import (
 // PHP ("TRACE-1$fib$2") and LLVM names embed no path and are left alone:
 // pprof shortens Java names to Class.method on purpose.
 
-// sourceName is a jitted function's name split for pprof.
-type sourceName struct {
-	name         string // Function.Name
-	file         string // Function.Filename; "" when the name gives none
-	line, column int64  // where the function starts; 0 when not given
+// SourceName is a jitted function's name split for pprof.
+type SourceName struct {
+	Name         string // Function.Name
+	File         string // Function.Filename; "" when the name gives none
+	Line, Column int64  // where the function starts; 0 when not given
 }
 
-// splitName splits a jitted function's name that embeds its source file,
+// SplitName splits a jitted function's name that embeds its source file,
 // and tells whether it did.
-func splitName(raw string) (sourceName, bool) {
+func SplitName(raw string) (SourceName, bool) {
 	if sn, ok := splitV8(raw); ok {
 		return sn, true
 	}
@@ -47,13 +47,13 @@ func splitName(raw string) (sourceName, bool) {
 }
 
 // splitV8 splits a V8 name that gives its function's place
-// (dumpindex.ParseV8Name).
-func splitV8(raw string) (sourceName, bool) {
-	n, ok := dumpindex.ParseV8Name(raw)
+// (runtimes.ParseV8Name).
+func splitV8(raw string) (SourceName, bool) {
+	n, ok := runtimes.ParseV8Name(raw)
 	if !ok {
-		return sourceName{}, false
+		return SourceName{}, false
 	}
-	sn := sourceName{name: n.Function(), file: n.Script, line: n.Line, column: n.Column}
+	sn := SourceName{Name: n.Function(), File: n.Script, Line: n.Line, Column: n.Column}
 	if n.Name == "" {
 		place := ":" + strconv.FormatInt(n.Line, 10)
 		if n.Column > 0 {
@@ -62,25 +62,25 @@ func splitV8(raw string) (sourceName, bool) {
 		if n.Script != "" {
 			place = path.Base(n.Script) + place
 		}
-		sn.name = n.Tag + n.Tier + "(anonymous) " + place
+		sn.Name = n.Tag + n.Tier + "(anonymous) " + place
 	}
 	return sn, true
 }
 
 // splitCPython splits CPython's "py::QUALNAME:FILE" (perf trampolines, 3.12
 // and later). A qualified name holds no ':'; a file name may.
-func splitCPython(raw string) (sourceName, bool) {
+func splitCPython(raw string) (SourceName, bool) {
 	const prefix = "py::"
 	rest, ok := strings.CutPrefix(raw, prefix)
 	if !ok {
-		return sourceName{}, false
+		return SourceName{}, false
 	}
 	qual, file, ok := strings.Cut(rest, ":")
 	if !ok || qual == "" || strings.HasPrefix(file, ":") { // a C++ name, py::a::b
 
-		return sourceName{}, false
+		return SourceName{}, false
 	}
-	return sourceName{name: raw[:len(prefix)+len(qual)], file: file}, true
+	return SourceName{Name: raw[:len(prefix)+len(qual)], File: file}, true
 }
 
 // PerfName is the name perf report gives fn, as jitprof's perf-style
@@ -90,7 +90,7 @@ func splitCPython(raw string) (sourceName, bool) {
 func PerfName(fn *profile.Function) string {
 	system, _ := strings.CutSuffix(fn.SystemName, InferredSuffix)
 	name, _ := strings.CutSuffix(fn.Name, InferredSuffix)
-	if sn, ok := splitName(system); ok && sn.name == name {
+	if sn, ok := SplitName(system); ok && sn.Name == name {
 		return fn.SystemName
 	}
 	return cmp.Or(fn.Name, fn.SystemName)

@@ -1,0 +1,101 @@
+// Package contract holds what a jitprof profile means, between the analysis
+// that writes it (perfprof) and everything that reads it: the renderers,
+// objtool, archive, the agent's export and the tests. The profile is a
+// pprof profile; its Mappings say what holds each location's code:
+//
+//   - an ELF file placed at [Start, Limit) from file offset Offset, with its
+//     build-id when the recording gave one;
+//   - a jitted function's code: BuildID JITBuildID, File the dump's path,
+//     [Start, Limit) the function's place, Offset its code_index;
+//   - a perf map's entries: File the map's path, perf-<pid>.map (IsPerfMap);
+//   - the kernel (KernelFile) and the vDSO (VDSOFile).
+//
+// Its Functions are named as names.go says, and an inlined frame that the
+// runtime did not record but jitprof worked out ends with InferredSuffix.
+package contract
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/google/pprof/profile"
+)
+
+// The names of a profile's mappings that are not files.
+const (
+	// JITBuildID is the BuildID of the Mappings of jitted code, whose File
+	// is the dump's path: pprof must not look for such a file's symbols or
+	// disassemble it with objdump.
+	JITBuildID = "jitdump"
+	KernelFile = "[kernel.kallsyms]"
+	VDSOFile   = "[vdso]"
+)
+
+// InferredSuffix ends the name of an inlined frame that the runtime did not
+// record but jitprof worked out from source positions (V8's), in every
+// output, so that it is never taken for the runtime's word. SystemName
+// carries it too: the runtime gave no name of its own for such a frame.
+const InferredSuffix = " [inferred]"
+
+// Kind is what a Mapping holds.
+type Kind int
+
+const (
+	File    Kind = iota // an ELF file
+	JIT                 // a jitted function, described by a dump
+	PerfMap             // a perf map's entries
+	Kernel
+	VDSO
+)
+
+// KindOf tells what m holds.
+func KindOf(m *profile.Mapping) Kind {
+	switch {
+	case m == nil:
+		return File
+	case m.BuildID == JITBuildID:
+		return JIT
+	case IsPerfMap(m.File):
+		return PerfMap
+	case m.File == KernelFile:
+		return Kernel
+	case m.File == VDSOFile:
+		return VDSO
+	}
+	return File
+}
+
+// IsJIT tells whether m holds jitted code: a dump's function, or a perf
+// map's, which runtimes write for their jitted code too.
+func IsJIT(m *profile.Mapping) bool {
+	k := KindOf(m)
+	return k == JIT || k == PerfMap
+}
+
+// perfMapName is how perf tells a perf map: perf-<pid>.map.
+var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)
+
+// IsPerfMap tells whether a Mapping's File is a perf map's.
+func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(file)) }
+
+// Files are copies of a recording's files, as an archive brings them to
+// another machine: each at Root+its recorded path, the recorded kernel's
+// symbols in Kallsyms (a /proc/kallsyms) and its vDSO in VDSO; the
+// kernel's are used whatever kernel runs here. Empty fields stand for
+// copies not made; a nil *Files for none.
+type Files struct {
+	Root, Kallsyms, VDSO string
+}
+
+// Path returns where to read the file recorded at path: its copy when there
+// is one.
+func (f *Files) Path(path string) string {
+	if f != nil && f.Root != "" {
+		c := filepath.Join(f.Root, path)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() {
+			return c
+		}
+	}
+	return path
+}
