@@ -19,6 +19,9 @@ type Lines []jitdump.DebugEntry
 // from the dump's DEBUG_INFO read again from the file: the dump's pages,
 // dropped once it was indexed, stay out of memory.
 func (fn *Code) Lines() Lines {
+	if fn.Debug == nil {
+		return nil // most functions of some runtimes: no garbage for them
+	}
 	bias := fn.LineBias()
 	var l Lines
 	for e := range fn.Entries() {
