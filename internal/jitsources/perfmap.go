@@ -139,11 +139,58 @@ func (h Host) proc() procfs.FS { return cmp.Or(h.Proc, procfs.Host) }
 
 const maxPerfMap = perfmap.MaxFileSize
 
+// PickPerfMap chooses, among paths (as PerfMapPaths gives them, in order),
+// the perf map to read and the times file to read with it: the first that
+// can be read, with the times file beside it; but when a later one holds
+// all of its lines and more, that one, with the first's times. A copy
+// record made of a runtime that writes its map through a buffer (Mono)
+// can lack the lines the runtime wrote after the recording, which its own
+// map then has: the copy's times still say when its lines were seen.
+// refused are the reasons paths that are there were not read.
+func PickPerfMap(paths []foreign.Path) (m, times foreign.Path, ok bool, refused []error) {
+	var first []byte
+	for _, p := range paths {
+		f, err := p.Open()
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				refused = append(refused, err)
+			}
+			continue
+		}
+		data, err := foreign.ReadAll(f, maxPerfMap)
+		f.Close()
+		if err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		if !ok {
+			m, times, ok, first = p, timesOf(p), true, data
+			continue
+		}
+		if len(data) > len(first) && bytes.HasPrefix(data, first) {
+			m, first = p, data
+		}
+	}
+	return m, times, ok, refused
+}
+
+// timesOf is the times file of the perf map at p.
+func timesOf(p foreign.Path) foreign.Path {
+	return foreign.Path{Name: p.Name + TimesSuffix, Rules: p.Rules}
+}
+
 // ReadPerfMap reads the perf map at src, with the times of its entries
-// from the file beside it, named with TimesSuffix, where there is one.
-// Lines that are not perf map lines, and a times file that cannot be used,
-// go to warn.
+// from the times file beside it, named with TimesSuffix, where there is
+// one.
 func ReadPerfMap(src foreign.Path, warn func(error)) (*PerfMap, error) {
+	return ReadPerfMapTimed(src, timesOf(src), warn)
+}
+
+// ReadPerfMapTimed reads the perf map at src, with the times of its entries
+// from the times file at times, where there is one (as PickPerfMap chose
+// them). Lines that are not perf map lines, and a times file that cannot be
+// used, go to warn.
+func ReadPerfMapTimed(src, times foreign.Path, warn func(error)) (*PerfMap, error) {
 	path := src.String()
 	f, err := src.Open()
 	if err != nil {
@@ -159,7 +206,6 @@ func ReadPerfMap(src foreign.Path, warn func(error)) (*PerfMap, error) {
 		warn(fmt.Errorf("%d lines of %s are not perf map lines and are skipped; the first: %w", len(bad), path, bad[0]))
 	}
 	m := &PerfMap{Path: path, Entries: entries, Times: make([]uint64, len(entries))}
-	times := foreign.Path{Name: src.Name + TimesSuffix, Rules: src.Rules}
 	if f, err = times.Open(); err == nil {
 		data, err = foreign.ReadAll(f, maxPerfMap)
 		f.Close()

@@ -2,14 +2,16 @@ package record
 
 import (
 	"encoding/json"
-	"github.com/jitprof/jitprof/internal/runtimes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/runtimes"
 )
 
 // TestMono records Mono with no flag: record sets MONO_ENV_OPTIONS, Mono
@@ -125,5 +127,50 @@ func TestDeno(t *testing.T) {
 		if strings.HasPrefix(name, "JS:") && abs(float64(got[name]-n)) > 0.005*float64(total) {
 			t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
 		}
+	}
+}
+
+// TestMonoAttach records a Mono already running with --jitmap (record -p):
+// Mono's map is still in its stdio buffer while record looks, so record's
+// copy lacks the lines Mono writes at exit; the report reads Mono's own
+// map, which holds them all, and names what perf names.
+func TestMonoAttach(t *testing.T) {
+	mono := fixtures.LookPath(t, "mono")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "shares.exe")
+	if out, err := exec.Command(fixtures.LookPath(t, "mcs"), "-optimize+", "-out:"+exe, fixtures.Workload(t, "shares.cs")).CombinedOutput(); err != nil {
+		t.Fatalf("mcs: %v\n%s", err, out)
+	}
+	cmd := exec.Command(mono, "--jitmap", exe, "3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	tmpMap := fmt.Sprintf("/tmp/perf-%d.map", pid)
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(tmpMap)
+	})
+	time.Sleep(500 * time.Millisecond) // its methods compiled
+	data := filepath.Join(dir, "perf.data")
+	record(t, Options{Freq: 999, Output: data, Pids: []int{pid}, Duration: 1500 * time.Millisecond})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("mono: %v", err)
+	}
+	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+	want, total := fixtures.SymbolCounts(t, data, "-g", "none")
+	named := 0
+	for name, n := range want {
+		if !strings.HasPrefix(name, "Shares:") {
+			continue
+		}
+		named += n
+		if abs(float64(got[name]-n)) > 0.01*float64(total) {
+			t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
+		}
+	}
+	if named < total/2 {
+		t.Errorf("perf names %d of %d samples in the workload's methods: the recording missed them", named, total)
 	}
 }

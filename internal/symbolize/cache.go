@@ -8,7 +8,6 @@ import (
 
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/foreign"
-	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/unwind"
 )
 
@@ -101,24 +100,24 @@ func NewTableCache() *TableCache {
 	return &TableCache{entries: make(map[tableKey]*tableEntry), perfMaps: make(map[string]*perfMapEntry)}
 }
 
-// perfMap returns the module read reads from the perf map at path, read
-// again only when the map or its times file changed; nil when there is no
-// map there. A nil cache reads it every time.
-func (c *TableCache) perfMap(src foreign.Path, read func(foreign.Path) *Module) *Module {
+// perfMap returns the module read reads from the perf map at src, timed by
+// timesFile, read again only when the map or its times file changed; nil
+// when there is no map there. A nil cache reads it every time.
+func (c *TableCache) perfMap(src, timesFile foreign.Path, read func(src, times foreign.Path) *Module) *Module {
 	if c == nil {
-		return read(src)
+		return read(src, timesFile)
 	}
 	version, err := versionOf(src)
 	if err != nil {
 		return nil
 	}
-	times, _ := versionOf(foreign.Path{Name: src.Name + jitsources.TimesSuffix, Rules: src.Rules}) // none: the zero version
-	path := src.String()
+	times, _ := versionOf(timesFile) // none: the zero version
+	path := src.String() + "\x00" + timesFile.String()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.perfMaps[path]
 	if e == nil || e.perfMap != version || e.times != times {
-		m := read(src)
+		m := read(src, timesFile)
 		if m == nil {
 			return nil
 		}

@@ -21,10 +21,11 @@ package symbolize
 import (
 	"bytes"
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"github.com/jitprof/jitprof/internal/contract"
-	"io/fs"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -236,16 +237,13 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	b.jit.Cache = opts.Dumps
 	b.jit.Host = opts.Host
 	b.jit.Load(opts.DumpDirs, opts.Warn)
-	b.dumpEvents()
 	slices.SortStableFunc(b.events, func(x, y event) int {
 		if c := cmp.Compare(x.time, y.time); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.order, y.order)
 	})
-	for _, ev := range b.events {
-		b.apply(ev)
-	}
+	b.applyAll()
 	for _, p := range b.procs {
 		p.index()
 	}
@@ -311,33 +309,152 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 		r: region{start: mi.Addr, end: mi.Addr + mi.Len, pgoff: mi.Pgoff, module: m}})
 }
 
-// dumpEvents adds the loads and moves of the dumps in use, at the pid that
-// marked each (the recorded one, also when the runtime ran in another pid
-// namespace). At equal times they come after the recording's own events,
-// in the dump's order.
-func (b *builder) dumpEvents() {
-	order := int64(math.MaxInt64 / 2)
-	n := 0
-	for _, d := range b.jit.Dumps {
-		n += d.EventCount()
+// applyAll applies the recording's events, sorted, and the loads and moves
+// of the dumps in use, at the pid that marked each (the recorded one, also
+// when the runtime ran in another pid namespace), in time order. At equal
+// times a dump's come after the recording's own events and the dumps
+// before it, in the dump's order.
+//
+// The dumps' events are merged in as they are, not copied: a dump may hold
+// millions of functions. Each process's regions are sized once for all
+// its events.
+func (b *builder) applyAll() {
+	sources := make([]*eventSource, 0, len(b.jit.Dumps)+1)
+	if own := (&eventSource{events: b.events}); own.advance() {
+		sources = append(sources, own)
 	}
-	b.events = slices.Grow(b.events, n)
+	room := make(map[uint32]int)
+	for _, ev := range b.events {
+		room[ev.pid]++
+	}
 	for _, d := range b.jit.Dumps {
 		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
 		b.dumps = append(b.dumps, mod)
-		for _, e := range d.Events() {
-			if e.Code.CodeSize == 0 {
-				continue // nothing can be sampled in it
-			}
-			ev := event{time: d.PerfTime(e.Time), order: order, pid: d.Pid, kind: evLoad,
-				r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: mod, fn: e.Code}}
-			if e.Move {
-				ev.kind = evMove
-			}
-			b.events = append(b.events, ev)
-			order++
+		room[d.Pid] += d.EventCount()
+		if src := newDumpSource(d, mod, len(sources)); src != nil {
+			sources = append(sources, src)
 		}
 	}
+	for pid, n := range room {
+		p := b.proc(pid)
+		p.regions = slices.Grow(p.regions, n)
+	}
+	h := eventHeap(sources)
+	heap.Init(&h)
+	for len(h) > 0 {
+		src := h[0]
+		b.apply(src.head)
+		if src.advance() {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+	b.events = nil
+}
+
+// eventSource is a sequence of events in time order: the recording's, or
+// a dump's. Its head is the next.
+type eventSource struct {
+	head event
+	// rank orders sources at equal times: the recording's first, then
+	// the dumps in order.
+	rank   int
+	events []event // the recording's
+	// A dump's: its events in file order, or, if some are out of time
+	// order, all of them sorted (stable).
+	next   func() (dumpindex.Event, bool)
+	stop   func()
+	sorted []dumpindex.Event
+	dump   *jitsources.Dump
+	mod    *Module
+}
+
+// newDumpSource returns the source of d's events with code (an empty
+// function cannot be sampled), or nil when it has none.
+func newDumpSource(d *jitsources.Dump, mod *Module, rank int) *eventSource {
+	src := &eventSource{rank: rank, dump: d, mod: mod}
+	last, inOrder := uint64(0), true
+	for _, e := range d.Events() {
+		t := d.PerfTime(e.Time)
+		inOrder = inOrder && t >= last
+		last = t
+	}
+	if inOrder {
+		next, stop := iter.Pull2(d.Events())
+		src.next = func() (dumpindex.Event, bool) {
+			_, e, ok := next()
+			return e, ok
+		}
+		src.stop = stop
+	} else {
+		src.sorted = make([]dumpindex.Event, 0, d.EventCount())
+		for _, e := range d.Events() {
+			src.sorted = append(src.sorted, e)
+		}
+		slices.SortStableFunc(src.sorted, func(x, y dumpindex.Event) int { return cmp.Compare(d.PerfTime(x.Time), d.PerfTime(y.Time)) })
+		src.next = func() (dumpindex.Event, bool) {
+			if len(src.sorted) == 0 {
+				return dumpindex.Event{}, false
+			}
+			e := src.sorted[0]
+			src.sorted = src.sorted[1:]
+			return e, true
+		}
+	}
+	if !src.advance() {
+		return nil
+	}
+	return src
+}
+
+// advance moves src's head to its next event, and tells whether there was
+// one.
+func (src *eventSource) advance() bool {
+	if src.next == nil {
+		if len(src.events) == 0 {
+			return false
+		}
+		src.head, src.events = src.events[0], src.events[1:]
+		return true
+	}
+	for {
+		e, ok := src.next()
+		if !ok {
+			if src.stop != nil {
+				src.stop()
+			}
+			return false
+		}
+		if e.Code.CodeSize == 0 {
+			continue // nothing can be sampled in it
+		}
+		src.head = event{time: src.dump.PerfTime(e.Time), pid: src.dump.Pid, kind: evLoad,
+			r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: src.mod, fn: e.Code}}
+		if e.Move {
+			src.head.kind = evMove
+		}
+		return true
+	}
+}
+
+// eventHeap orders sources by their heads' times, then their ranks.
+type eventHeap []*eventSource
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].head.time != h[j].head.time {
+		return h[i].head.time < h[j].head.time
+	}
+	return h[i].rank < h[j].rank
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*eventSource)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (s *Space) proc(pid uint32) *process {
@@ -531,26 +648,23 @@ func vdsoTable(f *contract.Files, running bool) (*elfsym.Table, error) {
 // seen is a time the recording saw p at.
 func (s *Space) perfMap(p *process, seen uint64) *Module {
 	p.mapOnce.Do(func() {
-		for _, path := range jitsources.PerfMapPaths(s.opts.Host, p.pid, seen, s.opts.PerfMapDirs) {
-			if p.perfMap = s.opts.Tables.perfMap(path, s.readPerfMap); p.perfMap != nil {
-				return
-			}
-			// A map that is there but refused (another user's, a
-			// symlink, a FIFO) is said, not passed over in silence.
-			if f, err := path.Open(); err == nil {
-				f.Close()
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				s.opts.Warn(fmt.Errorf("perf map of process %d refused: %w", p.pid, err))
-			}
+		m, times, ok, refused := jitsources.PickPerfMap(jitsources.PerfMapPaths(s.opts.Host, p.pid, seen, s.opts.PerfMapDirs))
+		// A map that is there but refused (another user's, a symlink, a
+		// FIFO) is said, not passed over in silence.
+		for _, err := range refused {
+			s.opts.Warn(fmt.Errorf("perf map of process %d refused: %w", p.pid, err))
+		}
+		if ok {
+			p.perfMap = s.opts.Tables.perfMap(m, times, s.readPerfMap)
 		}
 	})
 	return p.perfMap
 }
 
-// readPerfMap reads the perf map at path into a module, or returns nil
-// when it cannot be read.
-func (s *Space) readPerfMap(path foreign.Path) *Module {
-	pm, err := jitsources.ReadPerfMap(path, s.opts.Warn)
+// readPerfMap reads the perf map at path, timed by the times file at
+// times, into a module, or returns nil when it cannot be read.
+func (s *Space) readPerfMap(path, times foreign.Path) *Module {
+	pm, err := jitsources.ReadPerfMapTimed(path, times, s.opts.Warn)
 	if err != nil {
 		return nil
 	}
