@@ -37,6 +37,7 @@ type Event struct {
 	Pid, Tid uint32
 	Addr     uint64 // where the code starts from Time on
 	Code     *Code  // the loaded function; for a move, the one moved
+	Function int    // Code's place in Functions
 	Move     bool
 }
 
@@ -79,9 +80,10 @@ type Dump struct {
 	// moves are the CODE_MOVEs, each after the loads before it in the
 	// file: with Functions, the events in file order.
 	moves []move
-	// byIndex finds a function by code index once the dump has given one
-	// out of increasing order (nil until then; Functions are searched).
-	byIndex map[uint64]*Code
+	// byIndex finds a function's place in Functions by code index once
+	// the dump has given one out of increasing order (nil until then;
+	// Functions are searched).
+	byIndex map[uint64]int
 	codes   []Code // the slab the next function is taken from
 	names   []byte // the block the next name is copied into
 }
@@ -195,20 +197,21 @@ func (d *Dump) read() {
 			d.debug, d.unwind = nil, nil
 			d.index(fn)
 		case *jitdump.CodeMove:
-			fn := d.code(r.CodeIndex)
-			if fn == nil {
+			k := d.code(r.CodeIndex)
+			if k < 0 {
 				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "CODE_MOVE of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
-			d.moves = append(d.moves, move{len(d.Functions), Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: fn, Move: true}})
+			d.moves = append(d.moves, move{len(d.Functions), Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: d.Functions[k], Function: k, Move: true}})
 		case *jitdump.StageMark:
 			d.Marks = append(d.Marks, r)
 		case *jitdump.InlineInfo:
-			fn := d.code(r.CodeIndex)
-			if fn == nil {
+			k := d.code(r.CodeIndex)
+			if k < 0 {
 				d.Problems = append(d.Problems, &jitdump.FormatError{File: d.Path, Off: r.Offset, Msg: "inline record of a code_index no CODE_LOAD has; skipped"})
 				continue
 			}
+			fn := d.Functions[k]
 			fn.Inlines = append(fn.Inlines, r)
 		case *jitdump.Invalid:
 			d.Problems = append(d.Problems, r.Err)
@@ -249,27 +252,31 @@ func (d *Dump) keepName(name string) string {
 func (d *Dump) index(fn *Code) {
 	n := len(d.Functions)
 	if d.byIndex == nil && n > 0 && d.Functions[n-1].CodeIndex >= fn.CodeIndex {
-		d.byIndex = make(map[uint64]*Code, n+1)
-		for _, old := range d.Functions {
-			d.byIndex[old.CodeIndex] = old
+		d.byIndex = make(map[uint64]int, n+1)
+		for k, old := range d.Functions {
+			d.byIndex[old.CodeIndex] = k
 		}
 	}
 	if d.byIndex != nil {
-		d.byIndex[fn.CodeIndex] = fn
+		d.byIndex[fn.CodeIndex] = n
 	}
 	d.Functions = append(d.Functions, fn)
 }
 
-// code returns the function last loaded with code index i, or nil.
-func (d *Dump) code(i uint64) *Code {
+// code returns the place in Functions of the function last loaded with
+// code index i, or -1.
+func (d *Dump) code(i uint64) int {
 	if d.byIndex != nil {
-		return d.byIndex[i]
+		if k, ok := d.byIndex[i]; ok {
+			return k
+		}
+		return -1
 	}
 	k, ok := slices.BinarySearchFunc(d.Functions, i, func(fn *Code, i uint64) int { return cmp.Compare(fn.CodeIndex, i) })
 	if !ok {
-		return nil
+		return -1
 	}
-	return d.Functions[k]
+	return k
 }
 
 // Events returns the loads and moves of the dump's functions in file
@@ -284,7 +291,7 @@ func (d *Dump) Events() iter.Seq2[int, Event] {
 				}
 				i++
 			}
-			if !yield(i, Event{Time: fn.Timestamp, Pid: fn.Pid, Tid: fn.Tid, Addr: fn.CodeAddr, Code: fn}) {
+			if !yield(i, Event{Time: fn.Timestamp, Pid: fn.Pid, Tid: fn.Tid, Addr: fn.CodeAddr, Code: fn, Function: k}) {
 				return
 			}
 			i++

@@ -64,7 +64,7 @@ func TestReadAttachesAndOrders(t *testing.T) {
 	}
 	for i, w := range want {
 		e := events[i]
-		if e.Code.Name != w.name || e.Addr != w.addr || e.Move != w.move || e.Time == 0 {
+		if e.Code.Name != w.name || e.Addr != w.addr || e.Move != w.move || e.Time == 0 || d.Functions[e.Function] != e.Code {
 			t.Errorf("event %d = %s at %#x move=%v t=%d, want %+v", i, e.Code.Name, e.Addr, e.Move, e.Time, w)
 		}
 	}

@@ -62,7 +62,7 @@ type Result struct {
 // dumpImages is a dump and the images its functions went to.
 type dumpImages struct {
 	dump   *jitsources.Dump
-	images map[*dumpindex.Code]placed
+	images []placed // by place in the dump's Functions; img nil for none
 }
 
 // placed says where a function's code is in which image.
@@ -129,7 +129,7 @@ func Run(opts Options) (Result, error) {
 		markers[m.Offset] = marked{Marker: m} // a dump not used: no images
 	}
 	for i, d := range jit.Dumps {
-		dumps[i] = &dumpImages{dump: d, images: make(map[*dumpindex.Code]placed, len(d.Functions))}
+		dumps[i] = &dumpImages{dump: d, images: make([]placed, len(d.Functions))}
 		for _, m := range d.Markers {
 			markers[m.Offset] = marked{m, dumps[i]}
 		}
@@ -164,6 +164,7 @@ func Run(opts Options) (Result, error) {
 func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) {
 	type job struct {
 		d     *dumpImages
+		first int // the place of fns[0] in the dump's Functions
 		fns   []*dumpindex.Code
 		path  string
 		elfOp jitelf.Options
@@ -178,11 +179,11 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 		if opts.Pack {
 			// Not "jitted-*": perf's libdw unwinder takes such files for
 			// single-function images mapped at pgoff 0.
-			jobs = append(jobs, job{d, fns, filepath.Join(dir, fmt.Sprintf("jitprof-%d.so", pid)), op})
+			jobs = append(jobs, job{d, 0, fns, filepath.Join(dir, fmt.Sprintf("jitprof-%d.so", pid)), op})
 			continue
 		}
-		for _, fn := range fns {
-			jobs = append(jobs, job{d, []*dumpindex.Code{fn}, filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
+		for k, fn := range fns {
+			jobs = append(jobs, job{d, k, fns[k : k+1], filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
 		}
 	}
 
@@ -215,8 +216,8 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 					mu.Unlock()
 					return
 				}
-				for k, fn := range j.fns {
-					j.d.images[fn] = placed{img, offsets[k]}
+				for k := range j.fns {
+					j.d.images[j.first+k] = placed{img, offsets[k]}
 				}
 				res.Images++
 				res.ImageBytes += int64(len(data))
@@ -266,8 +267,8 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Cod
 func (d *dumpImages) imageSet() []*image {
 	seen := make(map[*image]bool)
 	var out []*image
-	for _, fn := range d.dump.Functions {
-		if p, ok := d.images[fn]; ok && !seen[p.img] {
+	for _, p := range d.images {
+		if p.img != nil && !seen[p.img] {
 			seen[p.img] = true
 			out = append(out, p.img)
 		}
@@ -335,8 +336,8 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 	attr := markerRec.Header().Attr
 	d := m.dump
 	for _, ev := range d.dump.Events() {
-		p, ok := d.images[ev.Code]
-		if !ok || ev.Code.CodeSize == 0 {
+		p := d.images[ev.Function]
+		if p.img == nil || ev.Code.CodeSize == 0 {
 			continue // nothing can be sampled in an empty function
 		}
 		tr := trailer
