@@ -63,7 +63,7 @@ DEMO = testdata/demo
 DEMO_JITPROF = $(BUILD)/demo/jitprof
 DEMO_REPORT = $(DEMO_JITPROF) report -i $(DEMO)/minijit.tar.gz
 demo:
-	@echo "== building jitprof into $(DEMO_JITPROF): a minute or two on a new machine, where the command and its libraries compile for the first time; seconds after"
+	@echo "== building jitprof into $(DEMO_JITPROF): one to three minutes on a new machine, where the command and its libraries compile for the first time; seconds after"
 	@$(GO) build -o $(DEMO_JITPROF) ./cmd/jitprof
 	@echo
 	@echo "== jitprof report: the top of the profile, jitted functions named from the dump"
