@@ -13,6 +13,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/archive"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/report"
 	"github.com/jitprof/jitprof/internal/runtimes"
 	"github.com/jitprof/jitprof/internal/stages"
@@ -148,6 +149,15 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 			if res.CutShort*100 >= res.Unwound && res.CutShort > 0 { // 1%
 				fmt.Fprintf(stderr, "jitprof: %d of the unwound stacks ran past the stack copy their sample holds: their outermost callers are missing "+
 					"(record with a larger copy: --call-graph dwarf,16384)\n", res.CutShort)
+			}
+			for _, u := range res.Waiting {
+				// Only a process that still runs has more of its dump to
+				// write; a gone one's dump is as whole as it will be.
+				if _, err := procfs.Host.Process(u.Pid, res.Last); err != nil {
+					continue
+				}
+				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in code its jitdump does not describe yet: it still runs, and its runtime writes its dump through a buffer (V8: up to 2 MB); report again once it has exited, and they will be named\n",
+					u.Samples, u.Kept, u.Pid, u.Comm)
 			}
 			for _, u := range res.Unnamed {
 				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in anonymous memory that no jitdump or perf map describes: its JIT's code is unnamed. %s\n",

@@ -113,6 +113,12 @@ type Result struct {
 	// anonymous memory that no dump or perf map describes (a JIT runtime
 	// that was not asked to describe its code), the most first.
 	Unnamed []Unnamed
+	// Waiting are the processes with a dump a tenth of whose kept samples
+	// landed in code it does not describe: a runtime that buffers its dump
+	// (V8: up to 2 MB) writes the rest later, at the latest when it exits.
+	Waiting []Unnamed
+	// Last is the time of the last sample kept, in perf's clock.
+	Last uint64
 }
 
 // Unnamed is a process whose samples land in anonymous memory no dump or

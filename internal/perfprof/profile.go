@@ -171,7 +171,8 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Malformed: a.malformed, Cut: a.cut, Unwound: a.unwound, CutShort: a.cutShort,
 		Stripped: a.stripped(),
 	}
-	res.PerfMapped, res.Unnamed = a.unnamed()
+	res.PerfMapped, res.Unnamed, res.Waiting = a.unnamed()
+	res.Last = a.last
 	a.names = nil
 	var err error
 	if last {
@@ -364,36 +365,53 @@ func (a *aggregator) stripped() []Stripped {
 }
 
 // unnamed counts the kept samples a perf map names, and finds the
-// processes that most of whose samples, and at least minUnnamed of them,
-// landed in anonymous memory nothing describes.
-func (a *aggregator) unnamed() (perfMapped int, procs []Unnamed) {
+// processes most of whose samples, and at least minUnnamed of them, landed
+// in anonymous memory nothing describes, and those with a dump a tenth of
+// whose samples landed in code the dump does not describe.
+func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 	type counts struct {
-		kept, anon int
-		comm       uint32
+		kept, anon, nowhere int
+		comm                int
 	}
 	byPid := make(map[uint32]*counts)
 	for k, tot := range a.stacks {
 		c := byPid[k.pid]
 		if c == nil {
-			c = &counts{comm: k.comm}
+			c = &counts{comm: int(k.comm)}
 			byPid[k.pid] = c
 		}
 		c.kept += int(tot.count)
 		fr := a.frames[a.nodes[k.node].loc-1]
 		switch {
-		case fr.Module != nil && fr.Module.Kind == symbolize.PerfMap:
+		case fr.Module == nil:
+			c.nowhere += int(tot.count)
+		case fr.Module.Kind == symbolize.PerfMap:
 			perfMapped += int(tot.count)
-		case fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Kind == symbolize.Anon:
+		case fr.Symbol.Name == "" && fr.Module.Kind == symbolize.Anon:
 			c.anon += int(tot.count)
 		}
 	}
+	// A process with a dump has samples in anonymous memory, or in code
+	// nothing held once the dump replaced its anonymous mappings, when its
+	// dump does not (yet) describe that code.
+	described := make(map[uint32]bool)
+	for _, m := range a.space.Dumps() {
+		described[m.Dump.Pid] = true
+	}
 	for pid, c := range byPid {
-		if c.anon >= minUnnamed && 2*c.anon > c.kept {
-			procs = append(procs, Unnamed{Pid: pid, Comm: a.comms[c.comm], Samples: c.anon, Kept: c.kept})
+		u := Unnamed{Pid: pid, Comm: a.comms[c.comm], Kept: c.kept, Samples: c.anon + c.nowhere}
+		switch {
+		case described[pid] && u.Samples >= minUnnamed && 10*u.Samples > c.kept:
+			waiting = append(waiting, u)
+		case !described[pid] && c.anon >= minUnnamed && 2*c.anon > c.kept:
+			u.Samples = c.anon
+			procs = append(procs, u)
 		}
 	}
-	slices.SortFunc(procs, func(x, y Unnamed) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Pid, y.Pid)) })
-	return perfMapped, procs
+	order := func(x, y Unnamed) int { return cmp.Or(cmp.Compare(y.Samples, x.Samples), cmp.Compare(x.Pid, y.Pid)) }
+	slices.SortFunc(procs, order)
+	slices.SortFunc(waiting, order)
+	return perfMapped, procs, waiting
 }
 
 // minUnnamed is the fewest samples in anonymous memory that make a process

@@ -1,6 +1,7 @@
 package perfprof_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,8 +21,25 @@ import (
 // with a few such samples (a runtime's trampolines) is left alone.
 func TestUnnamed(t *testing.T) {
 	dir := t.TempDir()
-	const unflagged, mapped, few = synthPid, synthPid + 1, synthPid + 2
+	const unflagged, mapped, few, waits = synthPid, synthPid + 1, synthPid + 2, synthPid + 3
 	const anon = 0x50000000
+	// waits has a dump that describes one function; most of its samples
+	// fall beyond it, in code its runtime has not written out yet.
+	dumpPath := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", waits))
+	var buf bytes.Buffer
+	jw, err := jitdump.NewWriter(&buf, jitdump.Header{Pid: waits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jw.Load(&jitdump.Function{Name: "described", Addr: anon, Code: bytes.Repeat([]byte{0x90}, 0x100)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := jw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dumpPath, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", mapped)), []byte("50000000 1000 Shares:Alpha (ulong,ulong)\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -35,19 +53,26 @@ func TestUnnamed(t *testing.T) {
 		return perfdata.RecordHeader{Type: typ, Attr: synthAttr, Misc: perfdata.MiscUser}
 	}
 	var recs []perfdata.Record
-	for _, pid := range []uint32{unflagged, mapped, few} {
+	for _, pid := range []uint32{unflagged, mapped, few, waits} {
 		now++
 		recs = append(recs,
 			&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: pid, Tid: pid, Comm: "mono", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}},
 			&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: pid, Tid: pid, Addr: anon, Len: 0x10000,
 				Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: "//anon", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}})
 	}
-	samples := map[uint32]int{unflagged: 40, mapped: 30, few: 10}
-	for _, pid := range []uint32{unflagged, mapped, few} {
+	now++
+	recs = append(recs, &perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: waits, Tid: waits, Addr: 0x7fff00000000, Len: 0x1000,
+		Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: dumpPath, Trailer: perfdata.Trailer{Pid: waits, Tid: waits, Time: now}})
+	samples := map[uint32]int{unflagged: 40, mapped: 30, few: 10, waits: 25}
+	for _, pid := range []uint32{unflagged, mapped, few, waits} {
+		ip := uint64(anon + 0x10)
+		if pid == waits {
+			ip = anon + 0x2000 // beyond the function its dump describes
+		}
 		for range samples[pid] {
 			now++
-			recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: anon + 0x10, Pid: pid, Tid: pid, Time: now, Period: 1,
-				Callchain: []uint64{perfdata.ContextUser, anon + 0x10}})
+			recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: ip, Pid: pid, Tid: pid, Time: now, Period: 1,
+				Callchain: []uint64{perfdata.ContextUser, ip}})
 		}
 	}
 	for _, r := range recs {
@@ -62,6 +87,10 @@ func TestUnnamed(t *testing.T) {
 	want := []perfprof.Unnamed{{Pid: unflagged, Comm: "mono", Samples: 40, Kept: 40}}
 	if !slices.Equal(res.Unnamed, want) || res.PerfMapped != 30 {
 		t.Errorf("unnamed %+v, %d named from perf maps; want %+v, 30", res.Unnamed, res.PerfMapped, want)
+	}
+	wantWaiting := []perfprof.Unnamed{{Pid: waits, Comm: "mono", Samples: 25, Kept: 25}}
+	if !slices.Equal(res.Waiting, wantWaiting) {
+		t.Errorf("waiting %+v, want %+v", res.Waiting, wantWaiting)
 	}
 }
 
