@@ -22,6 +22,7 @@ func newRecordCmd() *cobra.Command {
 		graph    string
 		pids     []uint
 		noEnv    bool
+		noAttach bool
 		quiet    bool
 		jitMB    int64
 		defaultF = 4000 // perf record's default
@@ -58,7 +59,11 @@ frame pointers is unwound too, at about 8.4 KB a sample.
 
 With -p, the processes' existing threads and mappings are read from /proc,
 jitdump markers included, so a runtime that was started with --perf-prof
-(or one that writes a perf map) has its jitted code named.
+(or one that writes a perf map) has its jitted code named. With -p and -a, a
+HotSpot JVM recorded that writes no jitdump gets jitprof's JVMTI agent, as
+jcmd PID JVMTI.agent_load would load it, in the background: it writes its
+dump (under its user's ~/.debug/jit) from then on, until it exits, its
+methods compiled before replayed. --no-attach-java leaves JVMs alone.
 
 Recording ends when the command exits, when the processes do, after
 --duration, or on Ctrl-C; the file is then written whole. When the disk
@@ -92,6 +97,7 @@ regular file is kept.`,
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
+			o.AttachJava = !noAttach
 			o.OffCPU = cmd.Flags().Changed("off-cpu")
 			if o.JITCopyMaxBytes = jitMB << 20; jitMB <= 0 {
 				return errors.New("--jit-copy-max-mb: must be positive")
@@ -191,6 +197,7 @@ regular file is kept.`,
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
 	f.IntVarP(&o.Pages, "mmap-pages", "m", 0, "each CPU's ring buffer, in `PAGES` (a power of two; default 128, with --call-graph dwarf 512); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
+	f.BoolVar(&noAttach, "no-attach-java", false, "with -p or -a, do not load jitprof's JVMTI agent into the running HotSpot JVMs recorded (by default each is attached once, as jcmd JVMTI.agent_load does, and writes a jitdump under its user's ~/.debug/jit until it exits)")
 	f.Int64Var(&jitMB, "jit-copy-max-mb", record.DefaultJITCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
 	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")

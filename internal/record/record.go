@@ -91,6 +91,12 @@ type Options struct {
 	// are left out.
 	OffCPU    bool
 	OffCPUMin time.Duration
+
+	// AttachJava loads jitprof's JVMTI agent into the HotSpot JVMs among
+	// the processes recorded with Pids or AllCPUs (see attach.go), each
+	// wait of an attach bounded by AttachTimeout (0: hotspot's default).
+	AttachJava    bool
+	AttachTimeout time.Duration
 }
 
 // proc is o's /proc.
@@ -135,6 +141,8 @@ type Result struct {
 	// it waited for; 0 without a command.
 	CPUTime time.Duration
 	Elapsed time.Duration
+	// Java counts the JVMs AttachJava came across.
+	Java AttachStats
 }
 
 // ErrNoSpace is matched by the error of a recording the disk had no room
@@ -179,6 +187,7 @@ type session struct {
 	goAhead *os.File      // the command's go-ahead
 	wake    int           // eventfd that interrupts poll
 	jit     *JITWatcher
+	java    *JavaAttacher // nil unless AttachJava
 }
 
 // Run records until the command ends, the processes exit, Duration passes
@@ -220,6 +229,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if s.w, err = perfdata.Create(o.Output, perfdata.Options{Attrs: s.attrs(), Features: s.features(cpus)}); err != nil {
 		return nil, err
 	}
+	if o.AttachJava && s.cmd == nil {
+		s.java = AttachJava(ctx, JavaOptions{Timeout: o.AttachTimeout, Proc: o.Proc, Note: o.Note})
+	}
 	sy := synthesizer{proc: o.proc(), attr: s.attr, emit: s.writeRecord}
 	if err := s.synthesize(&sy); err != nil {
 		return s.fail(err)
@@ -249,6 +261,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		err = s.drain()
 	}
 	s.res.Short = s.filter.shortCount()
+	if s.java != nil {
+		// Before the JIT watcher's last look: a dump is copied once its
+		// JVM maps it.
+		if s.res.Java = s.java.Stop(); s.res.Java != (AttachStats{}) {
+			o.Note(s.res.Java.String())
+		}
+	}
 	if _, jerr := s.jit.Stop(); jerr != nil {
 		o.Note(fmt.Sprintf("copying the runtimes' perf maps and dumps: %v", jerr))
 	}
@@ -591,12 +610,19 @@ func (s *session) writeKept(rec []byte) error {
 		if len(rec) >= 24 {
 			s.res.Lost += le.Uint64(rec[16:])
 		}
+	case perfdata.TypeMmap2:
+		if s.java != nil {
+			s.java.SawRaw(rec)
+		}
 	}
 	s.round = true
 	return s.w.WriteRaw(rec)
 }
 
 func (s *session) writeRecord(rec perfdata.Record) error {
+	if s.java != nil {
+		s.java.Saw(rec)
+	}
 	return s.w.WriteRecord(rec)
 }
 
@@ -625,6 +651,9 @@ func (s *session) release() {
 	}
 	if s.goAhead != nil {
 		s.goAhead.Close() // the command never starts
+	}
+	if s.java != nil {
+		s.java.Stop()
 	}
 	if s.jit != nil {
 		s.jit.Stop()

@@ -1,0 +1,275 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/procfs"
+	"github.com/jitprof/jitprof/perfdata"
+)
+
+// TestSawRaw: of the kernel's records, only an MMAP2 of a file named
+// libjvm.so (deleted since, or not) is taken for a JVM, with its pid.
+func TestSawRaw(t *testing.T) {
+	attr := &perfdata.Attr{SampleType: perfdata.SampleTID | perfdata.SampleTime, Flags: perfdata.AttrSampleIDAll}
+	mmap2 := func(name string) []byte {
+		b, err := perfdata.AppendRecord(nil, &perfdata.Mmap2{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Attr: attr},
+			Pid: 4242, Tid: 4243, Addr: 0x7f0000000000, Len: 0x1000, Prot: 5, Filename: name, Trailer: perfdata.Trailer{Pid: 4242, Tid: 4243, Time: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	comm, err := perfdata.AppendRecord(nil, &perfdata.Comm{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeComm, Attr: attr},
+		Pid: 4242, Tid: 4242, Comm: "libjvm.so"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		rec  []byte
+		want bool
+	}{
+		{"HotSpot", mmap2("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"), true},
+		{"deleted since", mmap2("/opt/jdk/lib/server/libjvm.so (deleted)"), true},
+		{"another library", mmap2("/usr/lib/x86_64-linux-gnu/libc.so.6"), false},
+		{"a name ending like it", mmap2("/opt/x/notlibjvm.so"), false},
+		{"libjvm.so as a directory", mmap2("/opt/libjvm.so/lib.so"), false},
+		{"a jitdump marker", mmap2("/tmp/jit-4242.dump"), false},
+		{"a COMM record", comm, false},
+		{"cut short", mmap2("/opt/jdk/lib/server/libjvm.so")[:60], false},
+		{"empty", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pid, ok := mapsLibJVM(tt.rec)
+			if ok != tt.want || ok && pid != 4242 {
+				t.Errorf("got pid %d, %v; want %v", pid, ok, tt.want)
+			}
+		})
+	}
+}
+
+// workClasses compiles testdata/workloads/Work.java (a recursive fib and
+// string building, for the milliseconds its argument says) into a
+// directory of the test's.
+func workClasses(t *testing.T) string {
+	t.Helper()
+	javac := fixtures.LookPath(t, "javac")
+	dir := t.TempDir()
+	if out, err := exec.Command(javac, "-d", dir, fixtures.Workload(t, "Work.java")).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	// The agent is one `make agents` built for the tests, found by
+	// agents.Library.
+	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+	return dir
+}
+
+// javaHome makes a home directory for a JVM cmd will run, where the
+// attached agent writes its dump (~/.debug/jit/...), removed with the
+// test's files, and returns it.
+func javaHome(t *testing.T, cmd *exec.Cmd) string {
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	return home
+}
+
+// dumpIn checks that the dump of JVM pid is in home's .debug/jit, where
+// the agent writes it when given no directory.
+func dumpIn(t *testing.T, home string, pid int) {
+	t.Helper()
+	dumps, err := filepath.Glob(filepath.Join(home, ".debug", "jit", "*", fmt.Sprintf("jit-%d.dump", pid)))
+	if err != nil || len(dumps) != 1 {
+		t.Errorf("the JVM's dumps in %s/.debug/jit: %q (%v), want one", home, dumps, err)
+	}
+}
+
+// startJava runs argv (java's arguments) with no profiling flag, killed
+// when the test ends; stdout gets what the JVM prints. It returns the
+// JVM's home.
+func startJava(t *testing.T, stdout *strings.Builder, argv ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(fixtures.LookPath(t, "java"), argv...)
+	home := javaHome(t, cmd)
+	cmd.Stdout, cmd.Stderr = stdout, testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, home
+}
+
+// waitJIT waits until the JVM has run its workload for a while: it has
+// threads named C2 CompilerThread (it compiles) and has used a second of
+// CPU.
+func waitJIT(t *testing.T, pid int) {
+	t.Helper()
+	for {
+		b, err := os.ReadFile(procfs.Host.Path(uint32(pid), "stat"))
+		if err != nil {
+			t.Fatalf("the JVM ended: %v", err)
+		}
+		// utime and stime, the 14th and 15th fields, after the comm's
+		// closing parenthesis.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		var utime, stime int
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		if utime+stime >= 100 { // clock ticks of 10 ms
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// workShare returns the share of process pid's samples whose leaf is one
+// of Work's methods, and how many samples it has.
+func workShare(t *testing.T, data string, pid int) (float64, int) {
+	t.Helper()
+	var work, all int
+	for _, s := range analyzeRecording(t, data).Profile.Sample {
+		if p := s.NumLabel["pid"]; len(p) != 1 || p[0] != int64(pid) {
+			continue
+		}
+		all += int(s.Value[0])
+		if l := s.Location[0].Line; len(l) > 0 && strings.HasPrefix(l[len(l)-1].Function.Name, "Work.") {
+			work += int(s.Value[0])
+		}
+	}
+	if all == 0 {
+		t.Fatalf("%s: no samples of the JVM, pid %d", data, pid)
+	}
+	return float64(work) / float64(all), all
+}
+
+// TestAttachJava: a JVM started without any flag, recorded with -p, has
+// none of its samples named as Work's methods without attaching, and
+// most of them once recorded again with AttachJava, which loads the agent
+// once: a third recording finds the JVM writing a dump already. The dump
+// is in the JVM's home, ~/.debug/jit, found by the report from its marker,
+// mapped when the agent was loaded. The JVM printed no thread dump: its
+// SIGQUIT was taken for the attach.
+func TestAttachJava(t *testing.T) {
+	classes := workClasses(t)
+	var stdout strings.Builder
+	jvm, home := startJava(t, &stdout, "-cp", classes, "Work", "60000")
+	pid := jvm.Process.Pid
+	waitJIT(t, pid)
+	dir := t.TempDir()
+	var shares []float64
+	for i, tt := range []struct {
+		attach bool
+		want   AttachStats
+	}{
+		{false, AttachStats{}},
+		{true, AttachStats{Attached: 1}},
+		{true, AttachStats{Already: 1}},
+	} {
+		data := filepath.Join(dir, fmt.Sprintf("%d.data", i))
+		res, _ := record(t, Options{Output: data, Pids: []int{pid}, Duration: 2 * time.Second, AttachJava: tt.attach})
+		if res.Java != tt.want {
+			t.Errorf("recording %d (AttachJava %v): %+v, want %+v", i, tt.attach, res.Java, tt.want)
+		}
+		share, n := workShare(t, data, pid)
+		t.Logf("recording %d (AttachJava %v): %.3f of the JVM's %d samples named as Work's methods", i, tt.attach, share, n)
+		shares = append(shares, share)
+	}
+	if shares[0] != 0 {
+		t.Errorf("without attaching, %.3f of the samples are named as Work's methods: the JVM wrote a dump already", shares[0])
+	}
+	for i, share := range shares[1:] {
+		if share < 0.5 {
+			t.Errorf("recording %d: only %.3f of the JVM's samples are named as Work's methods", i+1, share)
+		}
+	}
+	dumpIn(t, home, pid)
+	if strings.Contains(stdout.String(), "Full thread dump") {
+		t.Errorf("the JVM printed a thread dump: the SIGQUIT was not taken for an attach\n%s", stdout.String())
+	}
+}
+
+// TestAttachJavaStarted: a JVM started during the recording, a child of
+// the process recorded, is attached once it maps libjvm.so, as the kernel
+// reports it, and its methods are named.
+func TestAttachJavaStarted(t *testing.T) {
+	classes := workClasses(t)
+	java := fixtures.LookPath(t, "java")
+	// The shell is recorded; the JVM is the child it starts once told
+	// to, while the recording runs.
+	sh := exec.Command("/bin/sh", "-c", `read -r _; "$0" -cp "$1" Work 3000 >/dev/null`, java, classes)
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.Stderr = testWriter{t}
+	home := javaHome(t, sh)
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	time.AfterFunc(300*time.Millisecond, func() { stdin.Write([]byte("\n")) })
+	data := filepath.Join(t.TempDir(), "perf.data")
+	res, _ := record(t, Options{Output: data, Pids: []int{sh.Process.Pid}, AttachJava: true})
+	if want := (AttachStats{Attached: 1}); res.Java != want {
+		t.Errorf("%+v, want %+v", res.Java, want)
+	}
+	var jvm int
+	for _, s := range analyzeRecording(t, data).Profile.Sample {
+		if c := s.Label["comm"]; len(c) == 1 && c[0] == "java" {
+			jvm = int(s.NumLabel["pid"][0])
+		}
+	}
+	if jvm == 0 || jvm == sh.Process.Pid {
+		t.Fatalf("no samples of the JVM, the shell's child")
+	}
+	dumpIn(t, home, jvm)
+	share, n := workShare(t, data, jvm)
+	t.Logf("%.3f of the JVM's %d samples named as Work's methods", share, n)
+	if share < 0.5 {
+		t.Errorf("only %.3f of the JVM's samples are named as Work's methods", share)
+	}
+}
+
+// TestAttachJavaRefused: a JVM run with -XX:+DisableAttachMechanism is
+// counted refused once the attach's wait ends, and a wait longer than the
+// recording is cut short by its end, counted unfinished: the recording
+// ends on time either way.
+func TestAttachJavaRefused(t *testing.T) {
+	classes := workClasses(t)
+	var stdout strings.Builder
+	jvm, _ := startJava(t, &stdout, "-XX:+DisableAttachMechanism", "-cp", classes, "Work", "60000")
+	waitJIT(t, jvm.Process.Pid)
+	for _, tt := range []struct {
+		name     string
+		timeout  time.Duration
+		duration time.Duration
+		want     AttachStats
+	}{
+		{"refused in time", 500 * time.Millisecond, 2 * time.Second, AttachStats{Refused: 1}},
+		{"cut short", time.Minute, 2 * time.Second, AttachStats{Unfinished: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{Pids: []int{jvm.Process.Pid}, Duration: tt.duration, AttachJava: true, AttachTimeout: tt.timeout}
+			res, _ := recordUntil(context.Background(), t, o)
+			if res.Java != tt.want {
+				t.Errorf("%+v, want %+v", res.Java, tt.want)
+			}
+			if ratio := res.Elapsed.Seconds() / tt.duration.Seconds(); ratio > 1.5 {
+				t.Errorf("the recording took %.1f times its duration", ratio)
+			}
+		})
+	}
+}
