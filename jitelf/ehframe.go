@@ -42,6 +42,7 @@ func (b *builder) parseEH(i int) {
 	first, fdes := len(b.eh), 0
 	cies := b.ehCIEs[:0]
 	defer func() { b.ehCIEs = cies[:0] }()
+	var c cfi.CIE // the last CIE parsed: a function's FDEs follow their CIE
 	for off := 0; off < len(sec.Data); {
 		e, err := sec.Next(off)
 		if err != nil {
@@ -54,7 +55,7 @@ func (b *builder) parseEH(i int) {
 		off += len(e.Data)
 		ent := ehEntry{src: e.Data, fn: i, srcOff: e.Off, idOff: e.IDOff, cie: -1}
 		if e.CIE {
-			if c, err := sec.ParseCIE(uint64(e.Off)); err == nil {
+			if sec.ParseCIE(uint64(e.Off), &c) == nil {
 				ent.enc = c.Enc
 				cies = append(cies, len(b.eh))
 				b.eh = append(b.eh, ent)
@@ -68,7 +69,9 @@ func (b *builder) parseEH(i int) {
 			continue
 		}
 		ent.cie = cies[ent.cie]
-		c, _ := sec.ParseCIE(e.CIEOff) // understood above
+		if uint64(c.Off) != e.CIEOff {
+			sec.ParseCIE(e.CIEOff, &c) // understood above
+		}
 		f, err := sec.FDE(&e, &c)
 		n := cfi.PtrSize(c.Enc, addrSize)
 		if err != nil || n == 0 { // a LEB128 pc_begin cannot be rewritten in place

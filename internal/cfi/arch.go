@@ -3,6 +3,8 @@ package cfi
 import (
 	"debug/elf"
 	"fmt"
+
+	"github.com/jitprof/jitprof/perfdata"
 )
 
 // Arch is what call frame information and perf's samples number
@@ -26,11 +28,11 @@ type Arch struct {
 }
 
 // X86_64 is the System V psABI's numbering (figure 3.36) and perf's
-// arch/x86/include/uapi/asm/perf_regs.h.
+// arch/x86/include/uapi/asm/perf_regs.h (perfdata's).
 var X86_64 = &Arch{
 	Name: "x86_64", Machine: elf.EM_X86_64,
 	SP: 7, FP: 6, IP: 16, RA: 16, // rsp, rbp, rip: the return address is the caller's rip
-	PerfIP: 8, PerfSP: 7, PerfFP: 6,
+	PerfIP: perfdata.RegX86IP, PerfSP: perfdata.RegX86SP, PerfFP: perfdata.RegX86BP,
 }
 
 // ARM64 is AADWARF64's numbering and perf's

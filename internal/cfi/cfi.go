@@ -151,19 +151,20 @@ func (s *Section) CIE(off uint64) (*CIE, error) {
 		s.cies = map[int]*CIE{}
 	}
 	c := new(CIE)
-	*c = s.parseCIE(int(off))
+	s.parseCIE(int(off), c)
 	s.cies[int(off)] = c
 	return c, c.err
 }
 
-// ParseCIE parses the CIE at off, keeping nothing: for a reader that
-// meets each CIE once.
-func (s *Section) ParseCIE(off uint64) (CIE, error) {
+// ParseCIE parses the CIE at off into c, keeping nothing: for a reader
+// that keeps the CIEs it needs itself.
+func (s *Section) ParseCIE(off uint64, c *CIE) error {
 	if off >= uint64(len(s.Data)) {
-		return CIE{}, errors.New("outside the section")
+		*c = CIE{}
+		return errors.New("outside the section")
 	}
-	c := s.parseCIE(int(off))
-	return c, c.err
+	s.parseCIE(int(off), c)
+	return c.err
 }
 
 func (s *Section) addrSize() int {
@@ -173,18 +174,22 @@ func (s *Section) addrSize() int {
 	return s.AddrSize
 }
 
-func (s *Section) parseCIE(off int) CIE {
-	c := CIE{Off: off, big: s.Order.Uint16([]byte{0, 1}) == 1}
+// bigEndianProbe reads 1 in big-endian order; a package variable, so that
+// reading it through an interface allocates nothing.
+var bigEndianProbe = [2]byte{0, 1}
+
+func (s *Section) parseCIE(off int, c *CIE) {
+	*c = CIE{Off: off, big: s.Order.Uint16(bigEndianProbe[:]) == 1}
 	data, o := s.Data[off:], s.Order
 	if len(data) < 4 {
 		c.err = errors.New("truncated")
-		return c
+		return
 	}
 	length, hdr, idSize := uint64(o.Uint32(data)), 4, 4
 	if length == 0xffffffff {
 		if len(data) < 12 {
 			c.err = errors.New("truncated")
-			return c
+			return
 		}
 		length, hdr = o.Uint64(data[4:]), 12
 		if !s.EH {
@@ -193,12 +198,12 @@ func (s *Section) parseCIE(off int) CIE {
 	}
 	if length > uint64(len(data)-hdr) || length < uint64(idSize) {
 		c.err = errors.New("its length runs past the section")
-		return c
+		return
 	}
 	r := reader{p: data[hdr+idSize : hdr+int(length)], big: c.big}
 	if id := data[hdr : hdr+idSize]; s.EH && o.Uint32(id) != 0 || !s.EH && id[0] != 0xff {
 		c.err = errors.New("not a CIE")
-		return c
+		return
 	}
 	version := r.u8()
 	aug := r.cstring()
@@ -209,15 +214,15 @@ func (s *Section) parseCIE(off int) CIE {
 		c.AddrSize = int(r.u8())
 		if seg := r.u8(); seg != 0 {
 			c.err = fmt.Errorf("segment selectors (%d bytes) are not supported", seg)
-			return c
+			return
 		}
 		if c.AddrSize != 4 && c.AddrSize != 8 {
 			c.err = fmt.Errorf("address size %d", c.AddrSize)
-			return c
+			return
 		}
 	default:
 		c.err = fmt.Errorf("version %d", version)
-		return c
+		return
 	}
 	c.CodeAlign = r.uleb()
 	c.DataAlign = r.sleb()
@@ -230,13 +235,13 @@ func (s *Section) parseCIE(off int) CIE {
 	if len(aug) > 0 {
 		if aug[0] != 'z' {
 			c.err = fmt.Errorf("augmentation %q", aug)
-			return c
+			return
 		}
 		c.Aug = true
 		n := r.uleb()
 		if n > uint64(len(r.p)) {
 			c.err = errors.New("augmentation data runs past the entry")
-			return c
+			return
 		}
 		ad := reader{p: r.p[:n], big: c.big}
 		r.p = r.p[n:]
@@ -249,26 +254,25 @@ func (s *Section) parseCIE(off int) CIE {
 			case 'P':
 				if err := ad.skipPtr(ad.u8(), c.AddrSize); err != nil {
 					c.err = fmt.Errorf("personality: %v", err)
-					return c
+					return
 				}
 			case 'S', 'B', 'G':
 				// a signal frame, BTI, MTE: no data
 			default:
 				c.err = fmt.Errorf("augmentation %q: unknown %q", aug, ch)
-				return c
+				return
 			}
 		}
 		if ad.bad {
 			c.err = errors.New("augmentation data truncated")
-			return c
+			return
 		}
 	}
 	if r.bad {
 		c.err = errors.New("truncated")
-		return c
+		return
 	}
 	c.Initial = r.p
-	return c
 }
 
 // FDE is a parsed Frame Description Entry.
