@@ -235,13 +235,21 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 	return read(r)
 }
 
-// location is a distinct frame: the same function at the same address,
-// or per function, the same function with the same methods inlined.
+// A location is a distinct frame: the same function at the same address,
+// or per function, the same function with the same methods inlined. It is
+// kept as its function and its address, 16 bytes, rather than as a whole
+// frame (96): a profile of deep distinct stacks has millions of addresses
+// in few functions.
 type location struct {
+	fn   uint32 // in aggregator.fns
+	addr uint64 // of the frame seen first; 0 in a key per function
+}
+
+// locFunc is what a location is but for its address.
+type locFunc struct {
 	module  *symbolize.Module
 	name    string
 	start   uint64
-	addr    uint64
 	inlined string // per function: the inline chain's names and files
 }
 
@@ -308,14 +316,20 @@ type aggregator struct {
 	period      uint64 // the fixed period, 0 when sampled by frequency
 
 	locIDs  map[location]uint32
-	lookups []cached // lookupSlots of them
-	frames  []symbolize.Frame
-	names   []string // demangled, by location id - 1
-	matches []bool   // by location id - 1: the name matches the symbol filter
-	comms   []string
-	commIDs map[string]uint32
-	nodes   []node
-	nodeIDs map[node]uint32
+	lookups []cached   // lookupSlots of them
+	locs    []location // by location id - 1
+	fnIDs   map[locFunc]uint32
+	fns     []symbolize.Frame // by locFunc id: the first frame seen, without its address
+	// oddFrames are the frames of the locations whose first frame differs
+	// from their function's but for the address (another mapping of the
+	// module, say), by location id - 1.
+	oddFrames map[uint32]symbolize.Frame
+	names     []string // demangled, by locFunc id
+	matches   []bool   // by locFunc id: the name matches the symbol filter
+	comms     []string
+	commIDs   map[string]uint32
+	nodes     []node
+	nodeIDs   map[node]uint32
 	// path is the last stack's nodes from the root, by depth: the next
 	// stack takes them again as far as its locations are the same,
 	// without a lookup in nodeIDs each.
@@ -342,6 +356,8 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		noInline:    opts.NoInline,
 		attrs:       make(map[*perfdata.Attr]bool),
 		locIDs:      make(map[location]uint32),
+		fnIDs:       make(map[locFunc]uint32),
+		oddFrames:   make(map[uint32]symbolize.Frame),
 		lookups:     make([]cached, lookupSlots),
 		commIDs:     make(map[string]uint32),
 		nodes:       []node{{}},
@@ -536,11 +552,11 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	if len(a.ids) == 0 {
 		return
 	}
-	if f.Symbol != nil && !slices.ContainsFunc(a.ids, func(id uint32) bool { return a.matches[id-1] }) {
+	if f.Symbol != nil && !slices.ContainsFunc(a.ids, func(id uint32) bool { return a.matches[a.locs[id-1].fn] }) {
 		return
 	}
 	a.kept++
-	if a.frames[a.ids[0]-1].Symbol.JIT != nil {
+	if a.fns[a.locs[a.ids[0]-1].fn].Symbol.JIT != nil {
 		a.jitted++
 	}
 	if u := a.unwinder; u != nil && u.walked {
@@ -633,29 +649,54 @@ func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
 
 // intern returns the id of fr's location, a new one the first time.
 func (a *aggregator) intern(fr symbolize.Frame) uint32 {
-	key := location{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start, addr: fr.Addr}
+	fk := locFunc{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start}
 	if fr.Symbol.Name == "" {
-		key.start = 0
+		fk.start = 0
 	}
+	key := location{addr: fr.Addr}
 	if a.perFunction {
 		key.addr = 0
 		for _, in := range a.inlineChain(fr) {
-			key.inlined += in.Name + "\x00" + in.File + "\x00"
+			fk.inlined += in.Name + "\x00" + in.File + "\x00"
 		}
 	}
+	fn, ok := a.fnIDs[fk]
+	if !ok {
+		fn = uint32(len(a.fns))
+		a.fnIDs[fk] = fn
+		first := fr
+		first.Addr = 0
+		a.fns = append(a.fns, first)
+		name := fr.Symbol.Name
+		if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
+			name = demangle.Name(name)
+		}
+		a.names = append(a.names, name)
+		a.matches = append(a.matches, a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name))
+	}
+	key.fn = fn
 	if id, ok := a.locIDs[key]; ok {
 		return id
 	}
-	a.frames = append(a.frames, fr)
-	name := fr.Symbol.Name
-	if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
-		name = demangle.Name(name)
+	if f := a.fns[fn]; fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
+		a.oddFrames[uint32(len(a.locs))] = fr
 	}
-	a.names = append(a.names, name)
-	a.matches = append(a.matches, a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name))
-	id := uint32(len(a.frames))
+	a.locs = append(a.locs, location{fn, fr.Addr})
+	id := uint32(len(a.locs))
 	a.locIDs[key] = id
 	return id
+}
+
+// frame returns the first frame seen of location id-1 (but its From and
+// Until).
+func (a *aggregator) frame(i uint32) symbolize.Frame {
+	if fr, ok := a.oddFrames[i]; ok {
+		return fr
+	}
+	l := a.locs[i]
+	fr := a.fns[l.fn]
+	fr.Addr = l.addr
+	return fr
 }
 
 // inlineChain returns the methods inlined at fr, outermost first (see

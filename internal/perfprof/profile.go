@@ -27,7 +27,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		a.settle()
 	}
 	// What only the lookups needed goes before the profile takes room.
-	a.nodeIDs, a.locIDs, a.lookups, a.matches = nil, nil, nil, nil
+	a.nodeIDs, a.locIDs, a.fnIDs, a.lookups, a.matches = nil, nil, nil, nil, nil
 	sampleTypes, defaultType := a.sampleTypes()
 	p := &profile.Profile{
 		SampleType:        sampleTypes,
@@ -109,8 +109,9 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		}
 		return fn
 	}
-	p.Location = make([]*profile.Location, len(a.frames))
-	for i, fr := range a.frames {
+	p.Location = make([]*profile.Location, len(a.locs))
+	for i := range a.locs {
+		fr := a.frame(uint32(i))
 		loc := &profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
 		p.Location[i] = loc
 		if fr.Symbol.Name == "" {
@@ -133,7 +134,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		if fn == nil {
 			jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
 			var col int64
-			fn, col = newFunction(uint64(len(p.Function)+1), fr.Symbol.Name, a.names[i], jitted)
+			fn, col = newFunction(uint64(len(p.Function)+1), fr.Symbol.Name, a.names[a.locs[i].fn], jitted)
 			if col != 0 {
 				startColumns[fn] = col
 			}
@@ -182,7 +183,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		// of it.
 		debug.FreeOSMemory()
 	}
-	a.space, a.frames = nil, nil
+	a.space, a.locs, a.fns, a.oddFrames = nil, nil, nil, nil
 
 	// Samples of one thread share their label maps: pprof only reads them.
 	type labels struct {
@@ -258,7 +259,7 @@ func (a *aggregator) putMainFirst(p *profile.Profile) {
 		seen = seen[:0]
 		for n := k.node; n != 0; n = a.nodes[n].parent {
 			loc := a.nodes[n].loc - 1
-			fr, m := a.frames[loc], p.Location[loc].Mapping
+			fr, m := a.frame(loc), p.Location[loc].Mapping
 			if fr.Module == nil || fr.Module.Kind != symbolize.ELF || isLoader(m.File) {
 				continue
 			}
@@ -351,7 +352,7 @@ func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Functi
 func (a *aggregator) stripped() []Stripped {
 	counts := make(map[string]int)
 	for k, tot := range a.stacks {
-		fr := a.frames[a.nodes[k.node].loc-1]
+		fr := a.frame(a.nodes[k.node].loc - 1)
 		if fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Stripped() {
 			counts[fr.Module.Name] += int(tot.count)
 		}
@@ -381,7 +382,7 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 			byPid[k.pid] = c
 		}
 		c.kept += int(tot.count)
-		fr := a.frames[a.nodes[k.node].loc-1]
+		fr := a.frame(a.nodes[k.node].loc - 1)
 		switch {
 		case fr.Module == nil:
 			c.nowhere += int(tot.count)
