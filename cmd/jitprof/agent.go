@@ -41,7 +41,11 @@ counted (a log line each, and in --status).
 
 Runtimes name their jitted code only when started to write dumps or perf
 maps (node --perf-prof, java with jitprof's JVMTI agent, erl +JPperf true);
-jitprof record's help lists the variables that do it.
+jitprof record's help lists the variables that do it. --attach-java loads
+jitprof's JVMTI agent into the HotSpot JVMs sampled, running or started
+later, each once, as jcmd PID JVMTI.agent_load would: off by default, since
+it changes every JVM on the host until it exits (a jitdump under its user's
+~/.debug/jit, some CPU at each compilation).
 
 Call chains come from frame pointers (-g, on by default). --call-graph
 dwarf copies each sample's user registers and stack and unwinds them as
@@ -97,6 +101,7 @@ a sample instead of a hundred bytes.`,
 	f.BoolVarP(&o.Force, "force", "f", false, "read perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.StringVar(&o.Status, "status", "", "rewrite `FILE` after each window with the agent's counters (JSON)")
 	f.StringVar(&o.KeepWindows, "keep-windows", "", "keep each window's perf.data in `DIR` (for jitprof report; debugging)")
+	f.BoolVar(&o.AttachJava, "attach-java", false, "load jitprof's JVMTI agent into the running HotSpot JVMs sampled that write no jitdump, each once: from then on, until it exits, each writes one under its user's ~/.debug/jit")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no log lines")
 	return cmd
 }

@@ -88,7 +88,10 @@ type Options struct {
 	// Force reads perf maps and dumps their process's owner or root does
 	// not own, as perf's -f.
 	Force bool
-	Log   func(string)
+	// AttachJava loads jitprof's JVMTI agent into the HotSpot JVMs sampled
+	// (record.JavaAttacher), each once.
+	AttachJava bool
+	Log        func(string)
 }
 
 // Status is the agent's counters, as the status file gives them.
@@ -117,6 +120,11 @@ type Status struct {
 	// copies the size bound removed before their last window was read.
 	JITCopyBytes     int64 `json:"jit_copy_bytes"`
 	JITCopiesEvicted int64 `json:"jit_copies_evicted"`
+	// With AttachJava, the JVMs the agent was loaded into, those that
+	// wrote a jitdump already, and those that refused it.
+	JavaAttached int64 `json:"java_attached"`
+	JavaAlready  int64 `json:"java_already"`
+	JavaRefused  int64 `json:"java_refused"`
 }
 
 type counters struct {
@@ -125,6 +133,7 @@ type counters struct {
 	read     atomic.Int64
 	statusMu sync.Mutex
 	jit      *record.JITWatcher
+	java     *record.JavaAttacher // nil without AttachJava
 	kept     atomic.Pointer[[]uint32]
 }
 
@@ -137,6 +146,10 @@ func (c *counters) snapshot() Status {
 	}
 	if c.jit != nil {
 		s.JITCopyBytes, s.JITCopiesEvicted = c.jit.Usage()
+	}
+	if c.java != nil {
+		j := c.java.Stats()
+		s.JavaAttached, s.JavaAlready, s.JavaRefused = int64(j.Attached), int64(j.Already), int64(j.Refused)
 	}
 	return s
 }
@@ -223,6 +236,10 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	jit := record.WatchJITLive(dir, o.Pids, record.WatchOptions{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Log})
 	defer jit.Stop()
 	s.c.jit = jit
+	if o.AttachJava {
+		s.c.java = record.AttachJava(ctx, record.JavaOptions{Note: o.Log})
+		defer s.c.java.Stop()
+	}
 	var sinks []sink
 	if o.OTLP != "" {
 		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
@@ -247,6 +264,9 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	symWG.Go(func() { sym.run(s.queue) })
 
 	err = s.run(ctx)
+	if s.c.java != nil {
+		o.Log(s.c.java.Stop().String())
+	}
 	close(sym.stopping)
 	close(s.queue)
 	symWG.Wait()
@@ -317,10 +337,18 @@ func (s *sampler) run(ctx context.Context) error {
 
 // track applies a synthesized record to the state.
 func (s *sampler) track(rec perfdata.Record) error {
+	s.sawJava(rec)
 	if r, _ := own(rec); r != nil {
 		s.tr.apply(r)
 	}
 	return nil
+}
+
+// sawJava hands a mapping to the JVMs' attacher, if there is one.
+func (s *sampler) sawJava(rec perfdata.Record) {
+	if s.c.java != nil {
+		s.c.java.Saw(rec)
+	}
 }
 
 // timed is a record of the state waiting to be applied in time order.
@@ -393,6 +421,7 @@ func (s *sampler) add(rec []byte) error {
 			}
 			return nil
 		}
+		s.sawJava(r)
 		if r, t := own(r); r != nil {
 			s.pending = append(s.pending, timed{t, r})
 		}

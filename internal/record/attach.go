@@ -231,7 +231,7 @@ func (j *JavaAttacher) Stop() AttachStats {
 func (s AttachStats) String() string {
 	text := fmt.Sprintf("JVMs: jitprof's JVMTI agent loaded into %d, %d wrote a jitdump already, %d refused", s.Attached, s.Already, s.Refused)
 	if s.Unfinished > 0 {
-		text += fmt.Sprintf(", %d still being attached when the recording ended", s.Unfinished)
+		text += fmt.Sprintf(", %d still being attached at the end", s.Unfinished)
 	}
 	return text
 }
