@@ -132,7 +132,8 @@ func writeData(p Paths, o Options) error {
 		s.Time = now
 		chain = append(chain[:0], perfdata.ContextUser, s.IP)
 		for range o.Depth {
-			chain = append(chain, Base+next%span)
+			// A caller's address is a return address, one past its call.
+			chain = append(chain, Base+next%span+1)
 			next++
 		}
 		s.Callchain = chain

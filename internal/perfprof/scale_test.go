@@ -1,0 +1,77 @@
+package perfprof_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
+	"github.com/jitprof/jitprof/internal/perfprof"
+)
+
+// TestDeepDistinctStacks: samples whose call chains hold thousands of
+// addresses no other sample has get one location per address, each in the
+// jitted function that holds it, at its address, in the order of the
+// chain: what a location kept as its function and address must give back.
+func TestDeepDistinctStacks(t *testing.T) {
+	const functions, samples, depth = 500, 4, 1000
+	p, err := synth.Write(t.TempDir(), synth.Options{Functions: functions, Samples: samples, Depth: depth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := perfprof.Run(perfprof.Options{Input: p.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := res.Profile
+	if res.Kept != samples || len(prof.Sample) != samples {
+		t.Fatalf("%d samples kept, %d in the profile, want %d", res.Kept, len(prof.Sample), samples)
+	}
+	// The callers are the first samples*depth addresses of the code, which
+	// hold the leaves (the first functions' starts) too.
+	if want := samples * depth; len(prof.Location) != want {
+		t.Errorf("%d locations, want %d", len(prof.Location), want)
+	}
+	next := uint64(0)
+	for i, s := range prof.Sample {
+		if len(s.Location) != depth+1 {
+			t.Fatalf("sample %d: %d frames, want %d", i, len(s.Location), depth+1)
+		}
+		for k, loc := range s.Location[1:] {
+			addr := synth.Base + next%(functions*synth.CodeSize)
+			next++
+			fn := (addr - synth.Base) / synth.CodeSize
+			if loc.Address != addr || len(loc.Line) != 1 || loc.Line[0].Function.SystemName != fmt.Sprintf("f%d", fn) ||
+				loc.Mapping == nil || loc.Mapping.Start != synth.Base+fn*synth.CodeSize {
+				t.Fatalf("sample %d frame %d: %#x in %v, want %#x in f%d", i, k+1, loc.Address, loc.Line, addr, fn)
+			}
+		}
+	}
+}
+
+// BenchmarkScale runs the analysis on recordings of many tiny jitted
+// functions, each sampled once, and of deep call chains of distinct
+// addresses (the worst case for a profile with a location per address).
+func BenchmarkScale(b *testing.B) {
+	cases := []struct {
+		name string
+		o    synth.Options
+	}{
+		{"functions=100000", synth.Options{Functions: 100_000, Samples: 100_000}},
+		{"functions=1000000", synth.Options{Functions: 1_000_000, Samples: 1_000_000}},
+		{"depth=8000", synth.Options{Functions: 100_000, Samples: 200, Depth: 8000}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := synth.Write(b.TempDir(), c.o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := perfprof.Run(perfprof.Options{Input: p.Data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
