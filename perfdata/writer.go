@@ -205,16 +205,17 @@ func (w *Writer) Close() error {
 		w.writeHeader()
 	}
 	if w.err == nil {
-		if err := errors.Join(w.f.Sync(), w.f.Close()); err != nil {
+		var err error
+		if w.f.Name() != w.name { // not a device written in place
+			err = w.f.Sync()
+		}
+		if err := errors.Join(err, atomicfile.Commit(w.f, w.name)); err != nil {
 			w.err = fmt.Errorf("perfdata: writing %s: %w", w.name, err)
-		} else if err := os.Rename(w.f.Name(), w.name); err != nil {
-			w.err = fmt.Errorf("perfdata: %w", err)
 		}
 	}
 	w.closed = true
 	if w.err != nil {
-		w.f.Close()
-		os.Remove(w.f.Name())
+		atomicfile.Discard(w.f, w.name)
 		return w.err
 	}
 	return nil
@@ -234,8 +235,7 @@ func (w *Writer) Salvage() error {
 	w.closed = true
 	err := w.salvage()
 	if err != nil {
-		w.f.Close()
-		os.Remove(w.f.Name())
+		atomicfile.Discard(w.f, w.name)
 	}
 	return err
 }
@@ -294,8 +294,7 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.closed = true
-	w.f.Close()
-	os.Remove(w.f.Name())
+	atomicfile.Discard(w.f, w.name)
 }
 
 // writeTail writes the table of feature sections after the data, then the

@@ -64,8 +64,7 @@ func (m Mode) Write(name string, write func(io.Writer) error) error {
 		return err
 	}
 	if err := write(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
+		Discard(tmp, name)
 		return err
 	}
 	return Commit(tmp, name)
@@ -76,7 +75,15 @@ func (m Mode) Write(name string, write func(io.Writer) error) error {
 // offsets): in name's directory, since a rename cannot cross file systems,
 // and hidden, so a listing of the directory does not show it. The
 // directory must pass CheckDir.
+//
+// A name that is a device or a FIFO already (-o /dev/null, a pipe) is
+// written in place instead: renaming over it would put a file where the
+// device was (root's /dev/null made a regular file). Commit then only
+// closes it.
 func (m Mode) CreateTemp(name string) (*os.File, error) {
+	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return os.OpenFile(name, os.O_WRONLY, 0)
+	}
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
@@ -103,8 +110,8 @@ func (m Mode) CreateTemp(name string) (*os.File, error) {
 // written through.
 func (m Mode) Create(name string) (*os.File, error) {
 	f, err := m.CreateTemp(name)
-	if err != nil {
-		return nil, err
+	if err != nil || f.Name() == name {
+		return f, err
 	}
 	if err := os.Rename(f.Name(), name); err != nil {
 		f.Close()
@@ -119,6 +126,9 @@ func (m Mode) Create(name string) (*os.File, error) {
 // removed.
 func Commit(tmp *os.File, name string) error {
 	err := tmp.Close()
+	if tmp.Name() == name {
+		return err // a device or FIFO, written in place
+	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), name)
 	}
@@ -126,6 +136,15 @@ func Commit(tmp *os.File, name string) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// Discard closes tmp, a file CreateTemp made for name, and removes it,
+// unless it is name itself, a device or FIFO written in place.
+func Discard(tmp *os.File, name string) {
+	tmp.Close()
+	if tmp.Name() != name {
+		os.Remove(tmp.Name())
+	}
 }
 
 // ErrUnsafeDir is what CheckDir's errors match: root was to write where

@@ -256,3 +256,37 @@ func TestLinkLoop(t *testing.T) {
 		t.Errorf("err = %v, want ELOOP", err)
 	}
 }
+
+// TestDevice: output to a device or a FIFO (-o /dev/null, -o a pipe) is
+// written in place; renaming over it would leave a regular file where the
+// device was (root's /dev/null, made a file by a report to it).
+func TestDevice(t *testing.T) {
+	if err := atomicfile.Write(os.DevNull, func(w io.Writer) error { _, err := io.WriteString(w, "x"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.Write(os.DevNull, func(io.Writer) error { return errors.New("failed") }); err == nil {
+		t.Error("a failed write to /dev/null succeeded")
+	}
+	fi, err := os.Stat(os.DevNull)
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is %v (%v) after writes to it", fi.Mode(), err)
+	}
+	fifo := filepath.Join(t.TempDir(), "out")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	if err := atomicfile.Write(fifo, func(w io.Writer) error { _, err := io.WriteString(w, "through the pipe"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; string(b) != "through the pipe" {
+		t.Errorf("the FIFO's reader got %q", b)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO is %v (%v) after a write to it", fi.Mode(), err)
+	}
+}
