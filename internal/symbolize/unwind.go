@@ -23,6 +23,9 @@ type unwindTables struct {
 	// used, with the first one's problem: one warning a dump, at Close,
 	// rather than one a function (V8 runs have hundreds).
 	bad map[*Module]*badUnwind
+	// hotspot are the rules read from HotSpot's compiled methods' code,
+	// which comes without CFI (hotspot.go).
+	hotspot hotspotFrames
 }
 
 type badUnwind struct {
@@ -45,7 +48,7 @@ func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
 	case f.Symbol.JIT != nil:
 		t := s.jitUnwind(m, f.Symbol.JIT)
 		if t == nil {
-			return r, false
+			return s.unwind.hotspot.rule(f.Symbol.JIT, f.Addr-f.Symbol.Start)
 		}
 		return t.Lookup(f.Symbol.LoadAddr(f.Addr))
 	case m.Kind == ELF || m.Kind == VDSO:

@@ -35,6 +35,13 @@ const (
 	// (the entry has pushed its relocation index).
 	KindPLT
 	KindEnd // the CFI says the return address is undefined: the outermost frame
+	// KindSavedSP is a frame record at the frame pointer, as the frame
+	// pointer walk reads it (the caller's at [fp], the return address at
+	// [fp+8]), whose CFA is not fp+16 but the value saved at fp+CFAOff:
+	// HotSpot's interpreter frames keep their caller's stack pointer
+	// there, below a caller whose frame was extended for the arguments.
+	// No CFI says this; JVM dumps' rules do (symbolize).
+	KindSavedSP
 )
 
 // Rule says how to find the caller's frame at one pc: the CFA (canonical
@@ -67,6 +74,8 @@ func (r Rule) String() string {
 		s = fmt.Sprintf("rbp%+d", r.CFAOff)
 	case KindPLT:
 		s = fmt.Sprintf("plt(rsp%+d,%d)", r.CFAOff, r.PLTMin)
+	case KindSavedSP:
+		return fmt.Sprintf("[rbp%+d] ra=[rbp+8] rbp=[rbp]", r.CFAOff)
 	}
 	s += fmt.Sprintf(" ra=c%+d", r.RAOff)
 	if r.FPOff != 0 {

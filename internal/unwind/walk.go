@@ -75,7 +75,7 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 		var stop Stop
 		var ok bool
 		r, found := find(lookup)
-		if found {
+		if found && r.Kind != KindSavedSP {
 			switch r.Kind {
 			case KindEnd:
 				return pcs, StopOutermost
@@ -107,6 +107,11 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 			}
 		} else {
 			cfa = fp + 16
+			if found { // KindSavedSP
+				if cfa, stop, ok = read(fp + uint64(int64(r.CFAOff))); !ok {
+					return pcs, stop
+				}
+			}
 			if cfa <= sp {
 				return pcs, StopBadFrame
 			}

@@ -1,0 +1,161 @@
+package agents
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/fixtures"
+)
+
+// runningJVM is a JVM started without any flag, its home a temporary
+// directory (where an attached agent writes its dump), killed at the
+// test's end.
+func runningJVM(t *testing.T, jdk string, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(jdk, "bin", "java"), argv...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd
+}
+
+// waitCPU waits until process pid has used cpu of CPU time: the JVM has
+// compiled its workload.
+func waitCPU(t *testing.T, pid int, cpu time.Duration) {
+	t.Helper()
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("the JVM ended: %v", err)
+		}
+		// utime and stime, the 14th and 15th fields, after the comm's
+		// closing parenthesis; in clock ticks of 10 ms.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		if time.Duration(utime+stime)*10*time.Millisecond >= cpu {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// frameNames are a sample's frames, innermost first, as the agent names
+// Java methods (SystemName), inlined ones included.
+func frameNames(s *profile.Sample) []string {
+	var names []string
+	for _, l := range s.Location {
+		for _, line := range l.Line {
+			names = append(names, line.Function.SystemName)
+		}
+	}
+	return names
+}
+
+// reachesRoot tells a stack that holds main and ends at the thread's
+// start, as glibc's clone3 (or clone) begins it.
+func reachesRoot(names []string, main string) bool {
+	if len(names) == 0 {
+		return false
+	}
+	root := names[len(names)-1]
+	return (root == "clone3" || root == "clone" || root == "start_thread") && slices.Contains(names, main)
+}
+
+// TestJVMDWARFStacks is the acceptance test of compiled Java frames
+// unwound without frame pointers: a JVM started with no flag (compiled
+// code uses rbp as a general register), recorded by record -p
+// --call-graph dwarf, which attaches the agent. The rules of its compiled
+// methods' frames are read from their code in the dump (symbolize's
+// hotspot.go), its interpreter's from the layout of its frames. Most of
+// the JVM's samples are in Work's methods, 90% of those stacks reach
+// Work.main and the thread's start, and the compiled methods' shares of
+// the main thread's samples are JFR's (started by jcmd for the same
+// seconds) within 3 points.
+func TestJVMDWARFStacks(t *testing.T) {
+	fixtures.RealTier(t, "a JVM recorded with --call-graph dwarf")
+	home := jdkHome(t, "java17")
+	dir := t.TempDir()
+	classes := filepath.Join(dir, "classes")
+	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, "Work.java")})
+	bin := filepath.Join(dir, "jitprof")
+	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
+	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+
+	jvm := runningJVM(t, home, "-cp", classes, "Work", "120000")
+	pid := jvm.Process.Pid
+	waitCPU(t, pid, time.Second)
+	jcmd := filepath.Join(home, "bin", "jcmd")
+	jfr := filepath.Join(dir, "run.jfr")
+	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.start", "name=dwarf", "settings=profile", "filename=" + jfr})
+	from := time.Now()
+	data := filepath.Join(dir, "perf.data")
+	runCommand(t, []string{bin, "record", "-q", "-p", fmt.Sprint(pid), "--call-graph", "dwarf", "--duration", "4s", "-o", data})
+	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.stop", "name=dwarf"})
+	pb := filepath.Join(dir, "profile.pb.gz")
+	runCommand(t, []string{bin, "report", "-q", "-i", data, "--format", "pprof", "-o", pb})
+	p := fixtures.ReadProfile(t, pb)
+
+	const main = "LWork;main([Ljava/lang/String;)V"
+	jfrCounts, mainTid := jfrTopFrames(t, filepath.Join(home, "bin", "jfr"), jfr, from)
+	var all, inWork, whole int64
+	ours := map[string]int64{}
+	for _, s := range p.Sample {
+		if l := s.NumLabel["pid"]; len(l) != 1 || l[0] != int64(pid) {
+			continue
+		}
+		n := s.Value[0]
+		all += n
+		names := frameNames(s)
+		if !containsPrefix(names, "LWork;") {
+			continue
+		}
+		inWork += n
+		if reachesRoot(names, main) {
+			whole += n
+		} else if whole < 5*n {
+			t.Logf("not whole: %q", names)
+		}
+		if m := innermostJava(s); m != "" && s.NumLabel["tid"][0] == mainTid {
+			ours[m] += n
+		}
+	}
+	t.Logf("the JVM's %d samples: %d in Work's methods, of which %d reach %s and the thread's start", all, inWork, whole, main)
+	if float64(inWork) < 0.6*float64(all) {
+		t.Errorf("%d of the JVM's %d samples are in Work's methods, want 60%%", inWork, all)
+	}
+	if inWork == 0 || float64(whole) < 0.9*float64(inWork) {
+		t.Errorf("%d of %d stacks in Work's methods reach main and the thread's start, want 90%%", whole, inWork)
+	}
+	if sum(jfrCounts) < 100 || sum(ours) < 1000 {
+		t.Fatalf("too few samples to compare: %d of JFR, %d of jitprof", sum(jfrCounts), sum(ours))
+	}
+	if off := worstDiff(t, "dwarf", shares(ours), shares(jfrCounts), 3); len(off) > 0 {
+		t.Errorf("per-method shares differ from JFR's by more than 3 points: %s", strings.Join(off, "; "))
+	}
+}
+
+func containsPrefix(names []string, prefix string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
