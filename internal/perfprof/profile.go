@@ -87,7 +87,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	}
 	functions := make(map[functionKey]*profile.Function)
 	startColumns := make(map[*profile.Function]int64)  // of the functions whose name gives one
-	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function, not per location
+	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function with lines, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
 		name, file string
@@ -119,7 +119,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		}
 		var file string
 		var line uint32
-		if jit := fr.Symbol.JIT; jit != nil {
+		if jit := fr.Symbol.JIT; jit != nil && jit.Debug != nil {
 			l, ok := lines[jit]
 			if !ok {
 				l = jit.Lines()
