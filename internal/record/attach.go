@@ -5,15 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jitprof/jitprof/agents"
 	"github.com/jitprof/jitprof/internal/hotspot"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
+	"golang.org/x/sys/unix"
 )
 
 // This file loads jitprof's JVMTI agent into the HotSpot JVMs a recording
@@ -35,7 +40,10 @@ import (
 // place for its own JVMTI agent's dumps. The dump is the JVM user's, private
 // to it, in its own mount namespace, and there for the report after the
 // recording; the agent cannot be unloaded, so the JVM goes on writing it
-// until it exits.
+// until it exits. A JVM with neither (a service account's HOME is often
+// /nonexistent, a container's root file system read-only) is left alone
+// and counted refused: the agent would be loaded for nothing, and /tmp
+// would make the dump readable by every user.
 
 // AttachStats count the JVMs met, by what came of loading the agent.
 type AttachStats struct {
@@ -54,7 +62,7 @@ type JavaOptions struct {
 	Timeout time.Duration
 	// Proc is the /proc read; "" is the host's.
 	Proc procfs.FS
-	// Note receives a line for each JVM attached or refused.
+	// Note receives a line for each JVM refused, saying why.
 	Note func(string)
 }
 
@@ -71,9 +79,12 @@ type JavaAttacher struct {
 	mu sync.Mutex
 	// busy are the pids whose attach is under way, so that a JVM's
 	// mapping reported twice starts one.
-	busy                map[uint32]bool
-	notReady, cancelled int
-	wg                  sync.WaitGroup
+	busy map[uint32]bool
+	// Counted here rather than by the Attacher: never ready, no
+	// directory for the dump (and one writing a dump all the same), cut
+	// short.
+	notReady, noPlace, already, cancelled int
+	wg                                    sync.WaitGroup
 }
 
 // maxAttaching is how many JVMs are attached at once: each waits on its
@@ -173,6 +184,15 @@ func (j *JavaAttacher) run(pid uint32) {
 	if j.libErr != nil {
 		return
 	}
+	if err := dumpPlace(j.a.Options.Proc, pid); err != nil {
+		if writesDump(j.a.Options.Proc, pid) {
+			j.count(&j.already)
+			return
+		}
+		j.count(&j.noPlace)
+		j.o.Note(fmt.Sprintf("jitprof's JVMTI agent not loaded: JVM %d: %v", pid, err))
+		return
+	}
 	giveUp := time.Now().Add(notReadyFor)
 	// A JVM is seen as it maps libjvm.so, some 100 ms before it catches
 	// SIGQUIT: it is tried again after 50 ms, then less and less often.
@@ -216,7 +236,7 @@ func (j *JavaAttacher) Stats() AttachStats {
 	s := j.a.Stats()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return AttachStats{Attached: s.Attached, Already: s.Already, Refused: s.Refused + j.notReady, Unfinished: j.cancelled}
+	return AttachStats{Attached: s.Attached, Already: s.Already + j.already, Refused: s.Refused + j.notReady + j.noPlace, Unfinished: j.cancelled}
 }
 
 // Stop cancels the attaches under way, waits for them to end and returns
@@ -234,4 +254,91 @@ func (s AttachStats) String() string {
 		text += fmt.Sprintf(", %d still being attached at the end", s.Unfinished)
 	}
 	return text
+}
+
+// maxEnviron bounds what is read of a JVM's environment.
+const maxEnviron = 1 << 20
+
+// dumpPlace returns why the agent, given no directory, would have none for
+// JVM pid's dump, or nil: its environment names one (JITDUMPDIR: the JVM's
+// user chose it), or its HOME is a directory of its user, as the JVM sees
+// it, on a file system it may write.
+func dumpPlace(proc procfs.FS, pid uint32) error {
+	if proc == "" {
+		proc = procfs.Host
+	}
+	f, err := os.Open(proc.Path(pid, "environ"))
+	if err != nil {
+		return err
+	}
+	env, err := io.ReadAll(io.LimitReader(f, maxEnviron))
+	f.Close()
+	if err != nil {
+		return err
+	}
+	home := ""
+	for v := range bytes.SplitSeq(env, []byte{0}) {
+		if dir, ok := bytes.CutPrefix(v, []byte("JITDUMPDIR=")); ok && len(dir) > 0 {
+			return nil
+		}
+		if dir, ok := bytes.CutPrefix(v, []byte("HOME=")); ok {
+			home = string(dir)
+		}
+	}
+	if !filepath.IsAbs(home) {
+		return fmt.Errorf("its environment has neither a HOME for its dump (~/.debug/jit) nor a JITDUMPDIR")
+	}
+	st, err := proc.Status(pid)
+	if err != nil {
+		return err
+	}
+	root, err := unix.Open(proc.Path(pid, "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	// Resolved as the JVM resolves it, in its own root.
+	fd, err := unix.Openat2(root, home, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return fmt.Errorf("its HOME, %s, where its dump would go (~/.debug/jit): %w; JITDUMPDIR in its environment names another directory", home, err)
+	}
+	defer unix.Close(fd)
+	var fi unix.Stat_t
+	var fs unix.Statfs_t
+	if err := unix.Fstat(fd, &fi); err != nil {
+		return err
+	}
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return err
+	}
+	switch {
+	case fi.Uid != st.Cred.Uid:
+		return fmt.Errorf("its HOME, %s, where its dump would go (~/.debug/jit), is uid %d's, not its user's (%d); JITDUMPDIR in its environment names another directory", home, fi.Uid, st.Cred.Uid)
+	case fs.Flags&unix.ST_RDONLY != 0:
+		return fmt.Errorf("its HOME, %s, where its dump would go (~/.debug/jit), is on a read-only file system; JITDUMPDIR in its environment names another directory", home)
+	}
+	return nil
+}
+
+// writesDump tells whether process pid maps a jitdump marker: it writes a
+// dump already, wherever it was told to.
+func writesDump(proc procfs.FS, pid uint32) bool {
+	if proc == "" {
+		proc = procfs.Host
+	}
+	b, err := os.ReadFile(proc.Path(pid, "maps"))
+	if err != nil {
+		return false
+	}
+	ms, err := parseMaps(b)
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if jitsources.IsMarker(m.name) {
+			return true
+		}
+	}
+	return false
 }

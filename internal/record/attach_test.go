@@ -92,13 +92,14 @@ func dumpIn(t *testing.T, home string, pid int) {
 	}
 }
 
-// startJava runs argv (java's arguments) with no profiling flag, killed
-// when the test ends; stdout gets what the JVM prints. It returns the
-// JVM's home.
-func startJava(t *testing.T, stdout *strings.Builder, argv ...string) (*exec.Cmd, string) {
+// startJava runs argv (java's arguments) with no profiling flag, in a home
+// of the test's and with env added to its environment, killed when the
+// test ends; stdout gets what the JVM prints. It returns the JVM's home.
+func startJava(t *testing.T, stdout *strings.Builder, env []string, argv ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(fixtures.LookPath(t, "java"), argv...)
 	home := javaHome(t, cmd)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = stdout, testWriter{t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -158,14 +159,15 @@ func workShare(t *testing.T, data string, pid int) (float64, int) {
 // TestAttachJava: a JVM started without any flag, recorded with -p, has
 // none of its samples named as Work's methods without attaching, and
 // most of them once recorded again with AttachJava, which loads the agent
-// once: a third recording finds the JVM writing a dump already. The dump
+// once (in the recording's first second, or two on a loaded machine,
+// whose samples stay unnamed): a third recording finds the JVM writing a dump already. The dump
 // is in the JVM's home, ~/.debug/jit, found by the report from its marker,
 // mapped when the agent was loaded. The JVM printed no thread dump: its
 // SIGQUIT was taken for the attach.
 func TestAttachJava(t *testing.T) {
 	classes := workClasses(t)
 	var stdout strings.Builder
-	jvm, home := startJava(t, &stdout, "-cp", classes, "Work", "60000")
+	jvm, home := startJava(t, &stdout, nil, "-cp", classes, "Work", "60000")
 	pid := jvm.Process.Pid
 	waitJIT(t, pid)
 	dir := t.TempDir()
@@ -179,7 +181,7 @@ func TestAttachJava(t *testing.T) {
 		{true, AttachStats{Already: 1}},
 	} {
 		data := filepath.Join(dir, fmt.Sprintf("%d.data", i))
-		res, _ := record(t, Options{Output: data, Pids: []int{pid}, Duration: 2 * time.Second, AttachJava: tt.attach})
+		res, _ := record(t, Options{Output: data, Pids: []int{pid}, Duration: 4 * time.Second, AttachJava: tt.attach})
 		if res.Java != tt.want {
 			t.Errorf("recording %d (AttachJava %v): %+v, want %+v", i, tt.attach, res.Java, tt.want)
 		}
@@ -209,7 +211,7 @@ func TestAttachJavaStarted(t *testing.T) {
 	java := fixtures.LookPath(t, "java")
 	// The shell is recorded; the JVM is the child it starts once told
 	// to, while the recording runs.
-	sh := exec.Command("/bin/sh", "-c", `read -r _; "$0" -cp "$1" Work 3000 >/dev/null`, java, classes)
+	sh := exec.Command("/bin/sh", "-c", `read -r _; "$0" -cp "$1" Work 5000 >/dev/null`, java, classes)
 	stdin, err := sh.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -246,29 +248,85 @@ func TestAttachJavaStarted(t *testing.T) {
 // TestAttachJavaRefused: a JVM run with -XX:+DisableAttachMechanism is
 // counted refused once the attach's wait ends, and a wait longer than the
 // recording is cut short by its end, counted unfinished: the recording
-// ends on time either way.
+// ends on time either way. A JVM whose HOME does not exist is counted
+// refused at once, the agent not loaded into it.
 func TestAttachJavaRefused(t *testing.T) {
 	classes := workClasses(t)
 	var stdout strings.Builder
-	jvm, _ := startJava(t, &stdout, "-XX:+DisableAttachMechanism", "-cp", classes, "Work", "60000")
-	waitJIT(t, jvm.Process.Pid)
+	disabled, _ := startJava(t, &stdout, nil, "-XX:+DisableAttachMechanism", "-cp", classes, "Work", "60000")
+	waitJIT(t, disabled.Process.Pid)
+	homeless, _ := startJava(t, &stdout, []string{"HOME=/nonexistent"}, "-cp", classes, "Work", "60000")
 	for _, tt := range []struct {
 		name     string
+		jvm      *exec.Cmd
 		timeout  time.Duration
 		duration time.Duration
 		want     AttachStats
 	}{
-		{"refused in time", 500 * time.Millisecond, 2 * time.Second, AttachStats{Refused: 1}},
-		{"cut short", time.Minute, 2 * time.Second, AttachStats{Unfinished: 1}},
+		{"refused in time", disabled, 500 * time.Millisecond, 2 * time.Second, AttachStats{Refused: 1}},
+		{"cut short", disabled, time.Minute, 2 * time.Second, AttachStats{Unfinished: 1}},
+		{"no home", homeless, time.Minute, time.Second, AttachStats{Refused: 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o := Options{Pids: []int{jvm.Process.Pid}, Duration: tt.duration, AttachJava: true, AttachTimeout: tt.timeout}
+			o := Options{Pids: []int{tt.jvm.Process.Pid}, Duration: tt.duration, AttachJava: true, AttachTimeout: tt.timeout}
 			res, _ := recordUntil(context.Background(), t, o)
 			if res.Java != tt.want {
 				t.Errorf("%+v, want %+v", res.Java, tt.want)
 			}
 			if ratio := res.Elapsed.Seconds() / tt.duration.Seconds(); ratio > 1.5 {
 				t.Errorf("the recording took %.1f times its duration", ratio)
+			}
+			if maps, err := os.ReadFile(procfs.Host.Path(uint32(tt.jvm.Process.Pid), "maps")); err != nil || strings.Contains(string(maps), "libjitprof-jvmti") {
+				t.Errorf("the JVM maps jitprof's agent (%v)", err)
+			}
+		})
+	}
+}
+
+// TestDumpPlace: a JVM is attached only where the agent, given no
+// directory, has one for its dump: JITDUMPDIR in its environment, or a
+// HOME that is a directory of its user (through a symlink too, resolved
+// in its root); not a HOME missing, someone else's, or none.
+func TestDumpPlace(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	others := filepath.Join(dir, "others")
+	for _, d := range []string{home, others} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(others, os.Getuid()+1, os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(home, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		env  []string
+		want string // the error says; "" for none
+	}{
+		{"its home", []string{"HOME=" + home}, ""},
+		{"through a symlink", []string{"HOME=" + filepath.Join(dir, "link")}, ""},
+		{"JITDUMPDIR", []string{"JITDUMPDIR=/nowhere", "HOME=/nonexistent"}, ""},
+		{"an empty JITDUMPDIR", []string{"JITDUMPDIR=", "HOME=/nonexistent"}, "no such file"},
+		{"no home", []string{"HOME=/nonexistent"}, "no such file"},
+		{"another user's home", []string{"HOME=" + others}, "not its user's"},
+		{"a relative home", []string{"HOME=home"}, "neither a HOME"},
+		{"no HOME", []string{"PATH=/bin"}, "neither a HOME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("/bin/sleep", "60")
+			cmd.Env = tt.env
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			err := dumpPlace(procfs.Host, uint32(cmd.Process.Pid))
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("got %v, want %q", err, tt.want)
 			}
 		})
 	}
