@@ -642,7 +642,7 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 		}
 	}
 
-	tier := regexp.MustCompile(`^JS:[~^+*]`)
+	tier := regexp.MustCompile(`^JS:o?[~^+*]'?`)
 	self := map[*profile.Function]int64{}
 	for _, s := range p.Sample {
 		if l := s.Location[0].Line; len(l) > 0 {
@@ -655,9 +655,15 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 			fn := ln.Function
 			// An inlined function V8's positions gave is one of its own
 			// functions too, named as such with a suffix.
-			name := tier.ReplaceAllString(strings.TrimSuffix(fn.Name, contract.InferredSuffix), "")
-			if fn.Name == fn.SystemName || name == fn.Name || !strings.Contains(fn.Filename, "jsnames") {
-				continue // not a named function of the workload
+			shown := tier.ReplaceAllString(strings.TrimSuffix(fn.Name, contract.InferredSuffix), "")
+			if fn.Name == fn.SystemName || shown == fn.Name || !strings.Contains(fn.Filename, "jsnames") {
+				continue // not a function of the workload's, split for pprof
+			}
+			// V8's profile names a function without a name "", where
+			// DevTools, and jitprof, show "(anonymous)" and its place.
+			name := shown
+			if strings.HasPrefix(shown, "(anonymous) ") {
+				name = ""
 			}
 			if !v8[place{name, fn.Filename, fn.StartLine, 0}] {
 				t.Errorf("%q (%s:%d) is not a function of V8's profile", fn.Name, fn.Filename, fn.StartLine)
@@ -666,7 +672,7 @@ func TestPprofNamesAgainstV8(t *testing.T) {
 				t.Errorf("%q at %#x: column %d, V8's %d", fn.Name, loc.Address, ln.Column, want)
 			}
 			if self[fn] > 0 {
-				workloadFns[name] = true
+				workloadFns[shown] = true
 			}
 		}
 	}
