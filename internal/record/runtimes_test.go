@@ -100,8 +100,10 @@ func TestDeno(t *testing.T) {
 	t.Chdir(dir) // V8 writes its dump in the working directory
 	data := filepath.Join(dir, "perf.data")
 	var stdout strings.Builder
-	res, _ := record(t, Options{Freq: 2000, Output: data, RuntimeEnv: true, Stdout: &stdout,
-		Command: []string{deno, "run", "--allow-all", workload, "3"}})
+	// At 4 kHz for 4 s, a thousand samples even with a quarter of a CPU
+	// (CI runs packages side by side).
+	res, _ := record(t, Options{Freq: 4000, Output: data, RuntimeEnv: true, Stdout: &stdout,
+		Command: []string{deno, "run", "--allow-all", workload, "4"}})
 	if res.ExitCode != 0 {
 		t.Fatalf("deno exited with status %d", res.ExitCode)
 	}
