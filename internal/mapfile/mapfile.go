@@ -58,6 +58,16 @@ func (m *Mapping) Evict() {
 	}
 }
 
+// EvictRange drops the pages of Data[lo:hi] from the process's resident
+// memory, as Evict does for all of it, for a reader that goes on past them;
+// lo is at a page boundary, hi is rounded down to one.
+func (m *Mapping) EvictRange(lo, hi int) {
+	hi &^= os.Getpagesize() - 1
+	if m.mapped && lo < hi {
+		_ = unix.Madvise(m.Data[lo:hi], unix.MADV_DONTNEED)
+	}
+}
+
 // Close releases the bytes; nothing that aliases Data may be used after it.
 func (m *Mapping) Close() error {
 	data, mapped := m.Data, m.mapped
