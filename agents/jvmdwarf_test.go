@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/jitdump"
 )
 
 // runningJVM is a JVM started without any flag, its home a temporary
@@ -158,4 +159,90 @@ func containsPrefix(names []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// TestJVMInterpretedFrames is the acceptance test of interpreted frames
+// named: a program run with -Xint, recorded with --call-graph dwarf. The
+// agent names each class's methods by their Method* (JITPROF_METHODS), and
+// the unwinder reads the Method* each interpreter frame holds: 90% of the
+// samples in the interpreter name Work.main and the method the innermost
+// interpreter frame runs, instead of Interpreter. The cost is logged: the
+// dump's size and the agent's time with and without the records.
+func TestJVMInterpretedFrames(t *testing.T) {
+	fixtures.RealTier(t, "a JVM with -Xint recorded with --call-graph dwarf")
+	home := jdkHome(t, "java17")
+	dir := t.TempDir()
+	classes := filepath.Join(dir, "classes")
+	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, "Work.java")})
+	bin := filepath.Join(dir, "jitprof")
+	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
+	lib := fixtures.Agents(t)
+	t.Setenv("JITPROF_AGENT_DIR", lib)
+	t.Setenv("PATH", filepath.Join(home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	out := filepath.Join(dir, "rec") + "/"
+	runCommand(t, []string{bin, "record", "-q", "--call-graph", "dwarf", "-o", out, "--", "java", "-Xint", "-cp", classes, "Work", "3000"})
+	pb := filepath.Join(dir, "profile.pb.gz")
+	runCommand(t, []string{bin, "report", "-q", "-i", filepath.Join(out, "perf.data"), "--format", "pprof", "-o", pb})
+	p := fixtures.ReadProfile(t, pb)
+	const main = "LWork;main([Ljava/lang/String;)V [interpreted]"
+	var interp, named int64
+	for _, s := range p.Sample {
+		names := frameNames(s)
+		innermost := slices.IndexFunc(names, func(n string) bool { return n == "Interpreter" || strings.HasSuffix(n, " [interpreted]") })
+		if innermost < 0 {
+			continue
+		}
+		interp += s.Value[0]
+		if names[innermost] != "Interpreter" && slices.Contains(names, main) {
+			named += s.Value[0]
+		} else if named < 5*s.Value[0] {
+			t.Logf("not named: %q", names)
+		}
+	}
+	t.Logf("%d samples in the interpreter, %d name main and the method running", interp, named)
+	if interp < 1000 || float64(named) < 0.9*float64(interp) {
+		t.Errorf("%d of %d samples in the interpreter name main and the method running, want 90%%", named, interp)
+	}
+
+	// The cost of the records: the same run, with and without them.
+	for _, opt := range []string{"", ",nomethods"} {
+		dumps := t.TempDir()
+		cmd := exec.Command(filepath.Join(home, "bin", "java"), "-agentpath:"+filepath.Join(lib, JVMTI.FileName())+"=dir="+dumps+",verbose"+opt,
+			"-Xint", "-cp", classes, "Work", "1500")
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("java: %v\n%s", err, b)
+		}
+		summary := ""
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, "written to") {
+				summary = strings.TrimSpace(line)
+			}
+		}
+		dump := onlyDump(t, dumps)
+		fi, err := os.Stat(dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records := 0
+		f, err := jitdump.Open(dump)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			rec, err := f.Next()
+			if err != nil {
+				break
+			}
+			if rec.Header().Type == jitdump.TypeMethodNames {
+				records++
+			}
+		}
+		f.Close()
+		t.Logf("agent options %q: dump of %d bytes, %d JITPROF_METHODS records; %s", "verbose"+opt, fi.Size(), records, summary)
+		if (records == 0) != (opt != "") {
+			t.Errorf("agent options %q: %d JITPROF_METHODS records", opt, records)
+		}
+	}
 }

@@ -48,6 +48,8 @@ func AppendRecord(b []byte, o binary.ByteOrder, rec Record) ([]byte, error) {
 		return appendStageMark(b, o, r), nil
 	case *InlineInfo:
 		return appendInlineInfo(b, o, r)
+	case *MethodNames:
+		return appendMethodNames(b, o, r)
 	case *Unknown:
 		return appendRaw(b, o, r.RecordHeader, r.Body), nil
 	case *Invalid:

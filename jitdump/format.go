@@ -66,6 +66,9 @@ func (t RecordType) String() string {
 	if t == TypeInlineInfo {
 		return "JITPROF_INLINE"
 	}
+	if t == TypeMethodNames {
+		return "JITPROF_METHODS"
+	}
 	return fmt.Sprintf("UNKNOWN(%d)", uint32(t))
 }
 
@@ -93,7 +96,7 @@ type RecordHeader struct {
 func (h *RecordHeader) Header() *RecordHeader { return h }
 
 // Record is one of *CodeLoad, *CodeMove, *DebugInfo, *CodeClose,
-// *UnwindingInfo, *StageMark and *InlineInfo (jitprof's extensions),
+// *UnwindingInfo, *StageMark, *InlineInfo and *MethodNames (jitprof's extensions),
 // *Unknown (an id this package does not know) or *Invalid (a known id whose
 // fields do not fit the record).
 type Record interface {

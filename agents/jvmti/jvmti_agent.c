@@ -12,6 +12,10 @@
  * DynamicCodeGenerated.
  * Loaded into a running JVM, the agent asks for the methods and stubs
  * generated before it came.
+ * Each class's methods are named by the address of their Method* (jitprof's
+ * JITPROF_METHODS records, one per class: those loaded when the agent
+ * starts, then each class prepared), so that jitprof can name the method an
+ * interpreted frame runs, which the frame holds.
  *
  * It never harms the JVM: any failure is logged once, prefixed
  * "jitprof-jvmti:", and the agent stops writing.
@@ -46,6 +50,9 @@
 /* The compiled method's id in its inline records; instances count from 2. */
 #define ROOT_ID 1u
 #define JD_RECORD_HEADER 16u
+/* jitprof's record naming a class's methods by their Method* (layout in
+ * jitdump/methods.go). */
+#define JITPROF_METHODS_ID 0x4A500002u
 
 static jd_writer *dump;
 static int verbose;
@@ -56,6 +63,11 @@ static unsigned long n_inlines, inline_bytes, n_cut;
 /* Time spent in CompiledMethodLoad, for the verbose summary: the agent's
  * cost per compiled method, measured where it is paid. */
 static unsigned long load_ns;
+/* JITPROF_METHODS records: whether they are written (the option nomethods
+ * turns them off), how many, of how many methods and bytes, and the time
+ * spent making them. */
+static int write_methods = 1;
+static unsigned long n_method_recs, n_named, method_bytes, methods_ns;
 
 static unsigned long now_ns(void)
 {
@@ -491,6 +503,111 @@ static jd_raw_record *inline_records(const method_lines *ml, uint64_t code_index
 	return recs;
 }
 
+/*
+ * Writes the JITPROF_METHODS record of klass: each method's Method*, which
+ * HotSpot's jmethodID points to (a jmethodID is the address of a slot
+ * holding the Method*, which the JVM updates if the method is redefined),
+ * with its name and signature. A class not prepared yet has no methods to
+ * give: its ClassPrepare event comes later.
+ */
+static void write_class_methods(jvmtiEnv *jvmti, jclass klass)
+{
+	if (!write_methods || !jd_active(dump))
+		return;
+	unsigned long begin = now_ns();
+	jint status = 0;
+	char *csig = NULL;
+	jint n = 0;
+	jmethodID *methods = NULL;
+	char **names = NULL;
+	unsigned char *payload = NULL;
+	if ((*jvmti)->GetClassStatus(jvmti, klass, &status) != JVMTI_ERROR_NONE || !(status & JVMTI_CLASS_STATUS_PREPARED) ||
+	    (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE)) ||
+	    (*jvmti)->GetClassSignature(jvmti, klass, &csig, NULL) != JVMTI_ERROR_NONE || !csig ||
+	    (*jvmti)->GetClassMethods(jvmti, klass, &n, &methods) != JVMTI_ERROR_NONE || n <= 0 || !methods)
+		goto out;
+	if (!(names = calloc((size_t)n, sizeof *names)))
+		goto out;
+	size_t size = 8 + 8 * (size_t)n + strlen(csig) + 1;
+	jint named = 0;
+	for (jint i = 0; i < n; i++) {
+		char *mname = NULL, *msig = NULL;
+		if (methods[i] && (*jvmti)->GetMethodName(jvmti, methods[i], &mname, &msig, NULL) == JVMTI_ERROR_NONE && mname &&
+		    msig && (names[i] = concat3(mname, msig, ""))) {
+			size += 8 + strlen(names[i]) + 1;
+			named++;
+		}
+		deallocate(jvmti, mname);
+		deallocate(jvmti, msig);
+	}
+	size = (size + 7) & ~(size_t)7;
+	if (named == 0 || !(payload = calloc(1, size)))
+		goto out;
+	uint32_t head[2] = {(uint32_t)named, 0};
+	memcpy(payload, head, sizeof head);
+	unsigned char *ids = payload + 8, *text = ids + 8 * (size_t)named;
+	size_t len = strlen(csig) + 1;
+	memcpy(text, csig, len);
+	text += len;
+	for (jint i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
+		uint64_t method = (uintptr_t) * (void *const *)methods[i];
+		memcpy(ids, &method, 8);
+		ids += 8;
+		len = strlen(names[i]) + 1;
+		memcpy(text, names[i], len);
+		text += len;
+	}
+	jd_raw_record rec = {.id = JITPROF_METHODS_ID, .payload = payload, .size = size};
+	if (jd_raw(dump, &rec) == 0) {
+		count(&n_method_recs, 1);
+		count(&n_named, (unsigned long)named);
+		count(&method_bytes, JD_RECORD_HEADER + size);
+	}
+out:
+	if (names)
+		for (jint i = 0; i < n; i++)
+			free(names[i]);
+	free(names);
+	free(payload);
+	deallocate(jvmti, methods);
+	deallocate(jvmti, csig);
+	count(&methods_ns, now_ns() - begin);
+}
+
+/* Names the methods of every class loaded so far. ClassPrepare is enabled
+ * first, so no class falls between; one prepared meanwhile is written
+ * twice, under the same names. */
+static void write_loaded_classes(jvmtiEnv *jvmti, JNIEnv *jni)
+{
+	jint n = 0;
+	jclass *classes = NULL;
+	if (!write_methods || (*jvmti)->GetLoadedClasses(jvmti, &n, &classes) != JVMTI_ERROR_NONE || !classes)
+		return;
+	for (jint i = 0; i < n; i++) {
+		write_class_methods(jvmti, classes[i]);
+		/* GetLoadedClasses hands out local references: thousands of
+		 * them would otherwise outlive each class's use. */
+		if (jni)
+			(*jni)->DeleteLocalRef(jni, classes[i]);
+	}
+	deallocate(jvmti, classes);
+}
+
+static void JNICALL class_prepare(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jclass klass)
+{
+	(void)jni;
+	(void)thread;
+	write_class_methods(jvmti, klass);
+}
+
+static void JNICALL vm_init(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread)
+{
+	(void)thread;
+	write_loaded_classes(jvmti, jni);
+}
+
 static void JNICALL compiled_method_load(jvmtiEnv *jvmti, jmethodID method, jint code_size, const void *code_addr,
 					  jint map_length, const jvmtiAddrLocationMap *map, const void *compile_info)
 {
@@ -565,11 +682,13 @@ static void finish(void)
 	if (!dump || __atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (verbose)
-		fprintf(stderr, TAG ": %lu compiled methods (%lu line entries, %lu inline records of %lu bytes, %lu methods' inlining cut to the budget, %lu ns in the agent), %lu stubs, %lu unloads written to %s\n",
+		fprintf(stderr, TAG ": %lu compiled methods (%lu line entries, %lu inline records of %lu bytes, %lu methods' inlining cut to the budget, %lu ns in the agent), %lu stubs, %lu unloads, %lu classes' method records (%lu methods, %lu bytes, %lu ns in the agent) written to %s\n",
 			__atomic_load_n(&n_methods, __ATOMIC_RELAXED), __atomic_load_n(&n_lines, __ATOMIC_RELAXED),
 			__atomic_load_n(&n_inlines, __ATOMIC_RELAXED), __atomic_load_n(&inline_bytes, __ATOMIC_RELAXED),
 			__atomic_load_n(&n_cut, __ATOMIC_RELAXED), __atomic_load_n(&load_ns, __ATOMIC_RELAXED),
 			__atomic_load_n(&n_stubs, __ATOMIC_RELAXED), __atomic_load_n(&n_unloads, __ATOMIC_RELAXED),
+			__atomic_load_n(&n_method_recs, __ATOMIC_RELAXED), __atomic_load_n(&n_named, __ATOMIC_RELAXED),
+			__atomic_load_n(&method_bytes, __ATOMIC_RELAXED), __atomic_load_n(&methods_ns, __ATOMIC_RELAXED),
 			jd_path(dump));
 	jd_close(dump);
 }
@@ -582,8 +701,9 @@ static void JNICALL vm_death(jvmtiEnv *jvmti, JNIEnv *jni)
 }
 
 /* Options, comma-separated: dir=PATH (the dump's directory; default
- * $JITDUMPDIR, else a new directory under ~/.debug/jit) and verbose (a
- * summary on stderr at exit). An absolute path alone is taken as the
+ * $JITDUMPDIR, else a new directory under ~/.debug/jit), verbose (a
+ * summary on stderr at exit) and nomethods (no JITPROF_METHODS records:
+ * interpreted frames stay Interpreter). An absolute path alone is taken as the
  * directory too: jcmd's parser keeps "dir=" for itself and passes on only
  * "dir". Returns the directory, malloc'd, or NULL. */
 static char *parse_options(const char *options)
@@ -601,8 +721,10 @@ static char *parse_options(const char *options)
 			dir = strdup(opt[0] == '/' ? opt : opt + 4);
 		} else if (strcmp(opt, "verbose") == 0) {
 			verbose = 1;
+		} else if (strcmp(opt, "nomethods") == 0) {
+			write_methods = 0;
 		} else if (*opt) {
-			fprintf(stderr, TAG ": unknown option %s ignored (known: dir=PATH, /PATH, verbose)\n", opt);
+			fprintf(stderr, TAG ": unknown option %s ignored (known: dir=PATH, /PATH, verbose, nomethods)\n", opt);
 		}
 	}
 	free(copy);
@@ -654,8 +776,11 @@ static int start(JavaVM *vm, char *options, int attaching)
 	cb.CompiledMethodUnload = compiled_method_unload;
 	cb.DynamicCodeGenerated = dynamic_code_generated;
 	cb.VMDeath = vm_death;
+	cb.ClassPrepare = class_prepare;
+	cb.VMInit = vm_init;
 	static const jvmtiEvent events[] = {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-					    JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH};
+					    JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH,
+					    JVMTI_EVENT_CLASS_PREPARE, JVMTI_EVENT_VM_INIT};
 	if ((*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof cb) != JVMTI_ERROR_NONE) {
 		jd_disable(dump, "the JVM refused the event callbacks");
 		return 0;
@@ -666,6 +791,12 @@ static int start(JavaVM *vm, char *options, int attaching)
 			return 0;
 		}
 	if (attaching) {
+		/* The VM is initialized already: its classes are named now,
+		 * and no VMInit comes. */
+		JNIEnv *jni = NULL;
+		if ((*vm)->GetEnv(vm, (void **)&jni, JNI_VERSION_1_6) != JNI_OK)
+			jni = NULL;
+		write_loaded_classes(jvmti, jni);
 		/* Replays what was generated before the agent came, on this
 		 * thread, through the callbacks above. */
 		if ((*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED) != JVMTI_ERROR_NONE ||

@@ -38,6 +38,12 @@ const (
 // carries it too: the runtime gave no name of its own for such a frame.
 const InferredSuffix = " [inferred]"
 
+// InterpretedSuffix ends the name of a Java method that a frame of HotSpot's
+// interpreter runs, named from the frame (the runtime's name, demangled as
+// a compiled method's is, then the mark), so that it is told from the same
+// method's compiled code.
+const InterpretedSuffix = " [interpreted]"
+
 // Kind is what a Mapping holds.
 type Kind int
 

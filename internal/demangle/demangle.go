@@ -24,7 +24,9 @@ import (
 //
 // perf names a PLT entry after the function it calls, demangled, plus
 // "@plt"; given the raw name plus "@plt", as elfsym gives it, Demangle
-// demangles the part before "@plt".
+// demangles the part before "@plt". A mangled name holds no space: what
+// follows one is a mark jitprof added to the runtime's name (" [interpreted]"
+// after a Java method's), kept after the demangled part.
 func Name(name string) string {
 	if len(name) < 2 {
 		return name
@@ -36,6 +38,9 @@ func Name(name string) string {
 	}
 	if base, ok := strings.CutSuffix(name, "@plt"); ok {
 		return demangleAny(base) + "@plt"
+	}
+	if i := strings.IndexByte(name, ' '); i > 0 {
+		return demangleAny(name[:i]) + name[i:]
 	}
 	return demangleAny(name)
 }

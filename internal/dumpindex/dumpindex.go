@@ -63,6 +63,8 @@ type Dump struct {
 	// Marks are the program's stage marks (jitdump Writer.Stage and
 	// Accounting), in file order.
 	Marks []*jitdump.StageMark
+	// methods names methods by their runtime address (methods.go).
+	methods methodIndex
 
 	file *jitdump.File
 	// What Extend goes on from: the mappings of earlier reads (their
@@ -205,6 +207,8 @@ func (d *Dump) read() {
 			d.moves = append(d.moves, move{len(d.Functions), Event{Time: r.Timestamp, Pid: r.Pid, Tid: r.Tid, Addr: r.NewCodeAddr, Code: d.Functions[k], Function: k, Move: true}})
 		case *jitdump.StageMark:
 			d.Marks = append(d.Marks, r)
+		case *jitdump.MethodNames:
+			d.methods.add(r)
 		case *jitdump.InlineInfo:
 			k := d.code(r.CodeIndex)
 			if k < 0 {

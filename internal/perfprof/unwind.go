@@ -22,6 +22,7 @@ type unwinder struct {
 	find  func(pc uint64) (unwind.Rule, bool) // u.rule, bound once
 	rules []cachedRule                        // lookupSlots of them
 	pcs   []uint64
+	fps   []uint64 // each frame's frame pointer, for HotSpot's interpreter frames
 	// stop is why the last walk ended, walked whether there was one.
 	stop   unwind.Stop
 	walked bool
@@ -108,13 +109,15 @@ func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
 		return
 	}
 	u.pid, u.t = s.Pid, t
-	u.pcs, u.stop = unwind.Walk(unwind.Regs{IP: ip, SP: sp, FP: fp}, s.StackUser, u.find, u.pcs[:0])
+	u.pcs, u.fps, u.stop = unwind.WalkFP(unwind.Regs{IP: ip, SP: sp, FP: fp}, s.StackUser, u.find, u.pcs[:0], u.fps[:0])
 	u.walked = true
 	// The registers' ip is where the thread was interrupted, not a
 	// return address, even below kernel frames: perf does not step it
 	// back either.
+	user := len(a.ids)
 	a.ids = append(a.ids, a.locate(s.Pid, u.pcs[0], t, false))
 	for _, pc := range u.pcs[1:] {
 		a.addCaller(s.Pid, pc, t, false)
 	}
+	a.nameInterpreted(a.ids[user:], t, sp, s.StackUser)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"golang.org/x/arch/x86/x86asm"
@@ -357,4 +358,35 @@ func (h *hotspotFrames) rule(fn *dumpindex.Code, off uint64) (unwind.Rule, bool)
 		return unwind.Rule{}, false
 	}
 	return f.lookup(off)
+}
+
+// interpreterMethodSlot is where an interpreter frame holds its Method*,
+// below its frame pointer: frame::interpreter_frame_method_offset, -3
+// words (src/hotspot/cpu/x86/frame_x86.hpp).
+const interpreterMethodSlot = 3 * 8
+
+// Interpreted names the Java method that a frame of HotSpot's interpreter
+// runs: fr is what Lookup found at the frame's pc, fp the frame's frame
+// pointer, stack the sample's copy of the stack from sp, t the sample's
+// time. The frame holds its Method* at fp-24; the dump's JITPROF_METHODS
+// records name it at t. The frame returned is fr named as the method, as
+// the agent names compiled ones, with contract.InterpretedSuffix. ok is
+// false when fr is not the interpreter's, the slot lies outside the copy,
+// or no record names what it holds.
+func (s *Space) Interpreted(fr Frame, t, fp, sp uint64, stack []byte) (Frame, bool) {
+	m := fr.Module
+	if m == nil || m.Kind != JIT || m.Dump == nil || fr.Symbol.JIT == nil || fr.Symbol.Name != hotspotInterpreter {
+		return fr, false
+	}
+	slot := fp - interpreterMethodSlot
+	if fp < interpreterMethodSlot || slot < sp || slot-sp >= uint64(len(stack)) || uint64(len(stack))-(slot-sp) < 8 {
+		return fr, false
+	}
+	method := binary.LittleEndian.Uint64(stack[slot-sp:])
+	name, ok := m.Dump.Method(method, t, m.Dump.PerfTime)
+	if !ok {
+		return fr, false
+	}
+	fr.Symbol.Name = name + contract.InterpretedSuffix
+	return fr, true
 }

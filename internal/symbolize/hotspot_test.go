@@ -1,9 +1,13 @@
 package symbolize
 
 import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -169,5 +173,61 @@ func TestHotspotInterpreterRule(t *testing.T) {
 	r, ok := h.rule(fn, 0x1234)
 	if !ok || r != (unwind.Rule{Kind: unwind.KindSavedSP, CFAOff: -8}) {
 		t.Errorf("Interpreter: %v %v", r, ok)
+	}
+}
+
+// TestInterpreted: an interpreter frame is named as the method whose
+// Method* it holds at fp-24, by the dump's records at the sample's time.
+func TestInterpreted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jitdump.NewWriter(f, jitdump.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteRecord(&jitdump.MethodNames{RecordHeader: jitdump.RecordHeader{Timestamp: 100}, Class: "LWork;",
+		Methods: []uint64{0x7f00_0000_1000}, Names: []string{"fib(I)J"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dumpindex.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m := &Module{Name: path, Kind: JIT, Dump: &jitsources.Dump{Dump: d}}
+	interp := Frame{Addr: 0x5000, Module: m, Symbol: Symbol{Name: "Interpreter", Start: 0x4000, End: 0x9000,
+		JIT: &dumpindex.Code{CodeLoad: &jitdump.CodeLoad{Name: "Interpreter"}}}}
+	const sp = 0x7ffc_0000_0000
+	stack := make([]byte, 0x100)
+	binary.LittleEndian.PutUint64(stack[0x40-24:], 0x7f00_0000_1000)
+	var s Space
+	for _, c := range []struct {
+		name  string
+		fr    Frame
+		t, fp uint64
+		stack []byte
+		want  string
+	}{
+		{"named", interp, 150, sp + 0x40, stack, "LWork;fib(I)J [interpreted]"},
+		{"before the record", interp, 99, sp + 0x40, stack, ""},
+		{"a slot holding no known Method*", interp, 150, sp + 0x48, stack, ""},
+		{"slot below the stack pointer", interp, 150, sp + 0x10, stack, ""},
+		{"slot past the copy", interp, 150, sp + 0x40, stack[:0x40-24+7], ""},
+		{"frame pointer 0", interp, 150, 0, stack, ""},
+		{"not the interpreter", func() Frame { f := interp; f.Symbol.Name = "call_stub"; return f }(), 150, sp + 0x40, stack, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := s.Interpreted(c.fr, c.t, c.fp, sp, c.stack)
+			if ok != (c.want != "") || ok && got.Symbol.Name != c.want {
+				t.Errorf("Interpreted: %q %v, want %q", got.Symbol.Name, ok, c.want)
+			}
+			if ok && (got.Symbol.Start != c.fr.Symbol.Start || got.Module != m || got.Addr != c.fr.Addr) {
+				t.Errorf("Interpreted changed more than the name: %+v", got)
+			}
+		})
 	}
 }

@@ -63,9 +63,16 @@ func TestWalkSavedSP(t *testing.T) {
 			}
 		})
 	}
+	// WalkFP gives each frame's frame pointer: the interpreter's, the one
+	// it saved (the compiled caller's rbp, a general register there), the
+	// one the compiled frame saved, old's caller's.
+	pcs, fps, stop := WalkFP(regs, build().mem, rs.find, nil, nil)
+	if want := []uint64{sp + 0x40, 0x1234, sp + 0xc0, sp + 0x100}; !slices.Equal(fps, want) || len(pcs) != len(fps) || stop != StopOutermost {
+		t.Errorf("WalkFP: pcs %#x fps %#x %v, want fps %#x", pcs, fps, stop, want)
+	}
 	// The frame pointer step takes fp+16 for the compiled caller's stack
 	// pointer, inside the arguments, and loses the frames above.
-	pcs, _ := Walk(regs, build().mem, rules{rs[1], rs[2]}.find, nil)
+	pcs, _ = Walk(regs, build().mem, rules{rs[1], rs[2]}.find, nil)
 	if slices.Contains(pcs, 0x3030) {
 		t.Errorf("without the saved stack pointer the walk still found old: %#x", pcs)
 	}

@@ -53,6 +53,19 @@ const MaxDepth = 1024
 // return address at [fp+8] (the frame records of x86-64's and arm64's
 // ABIs). It returns why it stopped.
 func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint64) ([]uint64, Stop) {
+	return walk(regs, stack, find, pcs, nil)
+}
+
+// WalkFP is Walk that also appends to fps each frame's frame pointer, as
+// the walk found it (fps[i] is pcs[i]'s), for a caller that reads what a
+// runtime keeps in its frames (HotSpot's interpreter its Method*).
+func WalkFP(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs, fps []uint64) ([]uint64, []uint64, Stop) {
+	pcs, stop := walk(regs, stack, find, pcs, &fps)
+	return pcs, fps, stop
+}
+
+// walk is Walk, appending the frames' frame pointers to *fps unless fps is nil.
+func walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint64, fps *[]uint64) ([]uint64, Stop) {
 	base, n := regs.SP, uint64(len(stack))
 	// read loads the 8 bytes at addr from the copy.
 	read := func(addr uint64) (uint64, Stop, bool) {
@@ -66,6 +79,9 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 	}
 	pc, sp, fp := regs.IP, regs.SP, regs.FP
 	pcs = append(pcs, pc)
+	if fps != nil {
+		*fps = append(*fps, fp)
+	}
 	lookup := pc
 	for depth := 1; ; depth++ {
 		if depth >= MaxDepth {
@@ -127,6 +143,9 @@ func Walk(regs Regs, stack []byte, find func(pc uint64) (Rule, bool), pcs []uint
 		}
 		pcs = append(pcs, ra)
 		pc, sp, fp = ra, cfa, callerFP
+		if fps != nil {
+			*fps = append(*fps, fp)
+		}
 		lookup = ra - 1
 	}
 }
