@@ -1,9 +1,11 @@
 package jitdump
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Severity tells how bad a Finding is.
@@ -59,7 +61,7 @@ func (f Finding) String() string {
 // Check reads r to its end and returns what breaks the spec, in file order.
 // The error is only for input that could not be read at all.
 func Check(r *Reader) ([]Finding, error) {
-	c := checker{loaded: make(map[uint64]uint64)}
+	var c checker
 	h := r.Header()
 	if extra := h.Flags &^ KnownFlags; extra != 0 {
 		c.add(32, Error, KindReservedFlags, "reserved header flag bits %#x are set", extra)
@@ -88,7 +90,12 @@ func Check(r *Reader) ([]Finding, error) {
 
 type checker struct {
 	findings []Finding
-	loaded   map[uint64]uint64 // code index -> code size
+	// The code sizes of the loads by code index: a slice while the
+	// indexes grow, as runtimes write them (16 bytes a load, where a map
+	// took about 40 and grew slower than linearly in time), a map from
+	// the first that does not.
+	ordered  []loadedCode
+	loaded   map[uint64]uint64
 	lastTime uint64
 	pending  *DebugInfo // waits for the CODE_LOAD it describes
 }
@@ -117,20 +124,20 @@ func (c *checker) record(rec Record) {
 	case *DebugInfo:
 		c.pending = r
 	case *CodeLoad:
-		if _, dup := c.loaded[r.CodeIndex]; dup {
+		if _, dup := c.size(r.CodeIndex); dup {
 			c.add(h.Offset, Error, KindDuplicateIndex, "code_index %d of %q was already loaded", r.CodeIndex, r.Name)
 		}
-		c.loaded[r.CodeIndex] = r.CodeSize
+		c.load(r.CodeIndex, r.CodeSize)
 		if c.pending != nil {
 			c.debugOutside(c.pending, r)
 			c.pending = nil
 		}
 	case *InlineInfo:
-		if _, ok := c.loaded[r.CodeIndex]; !ok {
+		if _, ok := c.size(r.CodeIndex); !ok {
 			c.add(h.Offset, Error, KindInlineUnknown, "inlined %q refers to code_index %d, which no earlier CODE_LOAD has", r.Name, r.CodeIndex)
 		}
 	case *CodeMove:
-		size, ok := c.loaded[r.CodeIndex]
+		size, ok := c.size(r.CodeIndex)
 		switch {
 		case !ok:
 			c.add(h.Offset, Error, KindMoveUnknown, "CODE_MOVE of code_index %d, which no earlier CODE_LOAD has", r.CodeIndex)
@@ -143,6 +150,37 @@ func (c *checker) record(rec Record) {
 // debugOutside reports the entries of d outside the code of the load they
 // precede, and those whose file name is not text; it counts those readers
 // drop (CodeLoad.BadEntry).
+type loadedCode struct{ index, size uint64 }
+
+// load records the size of the code loaded with code index i.
+func (c *checker) load(i, size uint64) {
+	if c.loaded == nil {
+		if n := len(c.ordered); n == 0 || c.ordered[n-1].index < i {
+			c.ordered = append(c.ordered, loadedCode{i, size})
+			return
+		}
+		c.loaded = make(map[uint64]uint64, len(c.ordered)+1)
+		for _, l := range c.ordered {
+			c.loaded[l.index] = l.size
+		}
+		c.ordered = nil
+	}
+	c.loaded[i] = size
+}
+
+// size returns the size of the code last loaded with code index i.
+func (c *checker) size(i uint64) (uint64, bool) {
+	if c.loaded != nil {
+		size, ok := c.loaded[i]
+		return size, ok
+	}
+	k, ok := slices.BinarySearchFunc(c.ordered, i, func(l loadedCode, i uint64) int { return cmp.Compare(l.index, i) })
+	if !ok {
+		return 0, false
+	}
+	return c.ordered[k].size, true
+}
+
 func (c *checker) debugOutside(d *DebugInfo, load *CodeLoad) {
 	bias := load.LineBias()
 	lo, hi := load.CodeAddr+bias, load.CodeAddr+load.CodeSize+bias
