@@ -16,16 +16,16 @@ import (
 
 func newRecordCmd() *cobra.Command {
 	var (
-		o        record.Options
-		event    string
-		fp       bool
-		graph    string
-		pids     []uint
-		noEnv    bool
-		noAttach bool
-		quiet    bool
-		jitMB    int64
-		defaultF = 4000 // perf record's default
+		o          record.Options
+		event      string
+		fp         bool
+		graph      string
+		pids       []uint
+		noEnv      bool
+		attachJava bool
+		quiet      bool
+		jitMB      int64
+		defaultF   = 4000 // perf record's default
 	)
 	cmd := &cobra.Command{
 		Use:   "record [flags] (-- COMMAND [ARGS] | -p PID[,PID] | -a)",
@@ -59,11 +59,12 @@ frame pointers is unwound too, at about 8.4 KB a sample.
 
 With -p, the processes' existing threads and mappings are read from /proc,
 jitdump markers included, so a runtime that was started with --perf-prof
-(or one that writes a perf map) has its jitted code named. With -p and -a, a
-HotSpot JVM recorded that writes no jitdump gets jitprof's JVMTI agent, as
-jcmd PID JVMTI.agent_load would load it, in the background: it writes its
-dump (under its user's ~/.debug/jit) from then on, until it exits, its
-methods compiled before replayed. --no-attach-java leaves JVMs alone.
+(or one that writes a perf map) has its jitted code named. With -p, a HotSpot
+JVM recorded that writes no jitdump gets jitprof's JVMTI agent, as jcmd PID
+JVMTI.agent_load would load it, in the background: it writes its dump (under
+its user's ~/.debug/jit) from then on, until it exits, its methods compiled
+before replayed. --attach-java does the same for -a's JVMs, every one on the
+host; --attach-java=false leaves JVMs alone.
 
 Recording ends when the command exits, when the processes do, after
 --duration, or on Ctrl-C; the file is then written whole. When the disk
@@ -97,7 +98,12 @@ regular file is kept.`,
 			}
 			o.Command = args
 			o.RuntimeEnv = !noEnv
-			o.AttachJava = !noAttach
+			// A named process is the user's to change; every JVM on the
+			// host is not, unless asked.
+			o.AttachJava = len(pids) > 0
+			if cmd.Flags().Changed("attach-java") {
+				o.AttachJava = attachJava
+			}
 			o.OffCPU = cmd.Flags().Changed("off-cpu")
 			if o.JITCopyMaxBytes = jitMB << 20; jitMB <= 0 {
 				return errors.New("--jit-copy-max-mb: must be positive")
@@ -197,7 +203,7 @@ regular file is kept.`,
 	f.BoolVarP(&o.AllCPUs, "all-cpus", "a", false, "record every process on every CPU")
 	f.IntVarP(&o.Pages, "mmap-pages", "m", 0, "each CPU's ring buffer, in `PAGES` (a power of two; default 128, with --call-graph dwarf 512); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
-	f.BoolVar(&noAttach, "no-attach-java", false, "with -p or -a, do not load jitprof's JVMTI agent into the running HotSpot JVMs recorded (by default each is attached once, as jcmd JVMTI.agent_load does, and writes a jitdump under its user's ~/.debug/jit until it exits)")
+	f.BoolVar(&attachJava, "attach-java", false, "load jitprof's JVMTI agent into the HotSpot JVMs recorded that write no jitdump, each once, as jcmd PID JVMTI.agent_load does: from then on, until it exits, each writes one under its user's ~/.debug/jit (default: with -p, not with -a; --attach-java=false for none)")
 	f.Int64Var(&jitMB, "jit-copy-max-mb", record.DefaultJITCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
 	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
