@@ -239,7 +239,7 @@ func (r *Reader) recordAt(b []byte, p int, after uint64) (end int, whole bool) {
 		return 0, false
 	}
 	switch RecordType(r.ord.u32(h)) {
-	case TypeCodeLoad, TypeCodeMove, TypeDebugInfo, TypeCodeClose, TypeUnwindingInfo, TypeStageMark, TypeInlineInfo:
+	case TypeCodeLoad, TypeCodeMove, TypeDebugInfo, TypeCodeClose, TypeUnwindingInfo, TypeStageMark, TypeInlineInfo, TypeMethodNames:
 	default:
 		return 0, false
 	}
@@ -563,6 +563,12 @@ func (r *Reader) decode(off int64, b []byte, reuse bool) Record {
 			return r.needs(h, b, inlineInfoFixed)
 		}
 		return decodeInlineInfo(h, b, r.hdr.ByteOrder, r.invalidFunc(h, b))
+
+	case TypeMethodNames:
+		if len(b) < methodNamesFixed {
+			return r.needs(h, b, methodNamesFixed)
+		}
+		return decodeMethodNames(h, b, r.hdr.ByteOrder, r.invalidFunc(h, b))
 	}
 	return &Unknown{RecordHeader: h, Body: b[RecordHeaderSize:]}
 }
