@@ -27,8 +27,10 @@ func newDumpCmd() *cobra.Command {
 		Long: `Prints one line per record of a jitdump file: time (CLOCK_MONOTONIC seconds, as
 perf script shows them), type, address, size, code index and name. jitprof's
 own records are shown too: JITPROF_INLINE (a method instance inlined into a
-loaded function: its code range, runtime ids, name and file) and
-JITPROF_STAGE (a stage mark: the stage's name and whether accounting is on).
+loaded function: its code range, runtime ids, name and file), JITPROF_STAGE
+(a stage mark: the stage's name and whether accounting is on) and
+JITPROF_METHODS (a Java class's methods by the address of each, for
+interpreted frames: with --lines, each method).
 
 Exit status: 0 when the file could be read (also when its last record is cut
 short, as it is while the runtime is still writing), 1 when it is corrupt
@@ -162,6 +164,13 @@ func (p *recordPrinter) text(rec jitdump.Record) {
 			accounting = "off"
 		}
 		line("-", "-", "-", fmt.Sprintf("stage %q, accounting %s", r.Name, accounting))
+	case *jitdump.MethodNames:
+		line("-", "-", "-", fmt.Sprintf("class %s, %d methods", r.Class, len(r.Methods)))
+		if p.lines {
+			for i, m := range r.Methods {
+				fmt.Fprintf(p.out, "    %#x %s%s\n", m, r.Class, r.Names[i])
+			}
+		}
 	case *jitdump.UnwindingInfo:
 		line("-", len(r.EHFrame)+len(r.EHFrameHdr), "-", fmt.Sprintf("eh_frame %d bytes, eh_frame_hdr %d bytes, mapped %d", len(r.EHFrame), len(r.EHFrameHdr), r.MappedSize))
 	case *jitdump.CodeClose:
@@ -241,6 +250,9 @@ func (p *recordPrinter) jsonRecord(rec jitdump.Record) jsonRecord {
 		}
 	case *jitdump.StageMark:
 		j.Name, j.Accounting = &r.Name, &r.Accounting
+	case *jitdump.MethodNames:
+		j.Name = &r.Class
+		j.NumEntries = ptr(uint64(len(r.Methods)))
 	case *jitdump.UnwindingInfo:
 		j.EHFrame, j.EHFrameHdr, j.MappedSize = ptr(len(r.EHFrame)), ptr(len(r.EHFrameHdr)), &r.MappedSize
 	case *jitdump.Unknown:
@@ -279,6 +291,7 @@ type recordCounts struct {
 	UnwindingInfo uint64 `json:"unwinding_info"`
 	Inline        uint64 `json:"jitprof_inline"`
 	Stage         uint64 `json:"jitprof_stage"`
+	Methods       uint64 `json:"jitprof_methods"`
 	Unknown       uint64 `json:"unknown"`
 	Invalid       uint64 `json:"invalid"`
 }
@@ -313,6 +326,8 @@ func collectStats(f *jitdump.File) *stats {
 			c.Inline++
 		case *jitdump.StageMark:
 			c.Stage++
+		case *jitdump.MethodNames:
+			c.Methods++
 		case *jitdump.Unknown:
 			c.Unknown++
 		case *jitdump.Invalid:
@@ -335,13 +350,13 @@ header size    %d bytes
 elf machine    %d
 pid            %d
 flags          %#x
-records        %d CODE_LOAD, %d CODE_MOVE, %d DEBUG_INFO, %d CODE_CLOSE, %d UNWINDING_INFO, %d JITPROF_INLINE, %d JITPROF_STAGE, %d unknown, %d invalid
+records        %d CODE_LOAD, %d CODE_MOVE, %d DEBUG_INFO, %d CODE_CLOSE, %d UNWINDING_INFO, %d JITPROF_INLINE, %d JITPROF_STAGE, %d JITPROF_METHODS, %d unknown, %d invalid
 code bytes     %d
 debug entries  %d
 time span      %s .. %s
 truncated      %v
 `, st.ByteOrder, st.Version, st.HeaderSize, st.ElfMach, st.Pid, st.Flags,
-		c.CodeLoad, c.CodeMove, c.DebugInfo, c.Close, c.UnwindingInfo, c.Inline, c.Stage, c.Unknown, c.Invalid,
+		c.CodeLoad, c.CodeMove, c.DebugInfo, c.Close, c.UnwindingInfo, c.Inline, c.Stage, c.Methods, c.Unknown, c.Invalid,
 		st.CodeBytes, st.DebugEntries, seconds(st.FirstTime), seconds(st.LastTime), st.Truncated)
 	return err
 }

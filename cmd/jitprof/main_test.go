@@ -116,7 +116,8 @@ func independentStats(data []byte) map[string]any {
 		"byte_order": order, "version": float64(o.Uint32(data[4:])), "header_size": float64(o.Uint32(data[8:])),
 		"elf_mach": float64(o.Uint32(data[12:])), "pid": float64(o.Uint32(data[20:])), "flags": float64(o.Uint64(data[32:])),
 		"records": map[string]any{"code_load": counts[0], "code_move": counts[1], "debug_info": counts[2], "close": counts[3], "unwinding_info": counts[4],
-			"jitprof_inline": counts[uint32(jitdump.TypeInlineInfo)], "jitprof_stage": counts[uint32(jitdump.TypeStageMark)]},
+			"jitprof_inline": counts[uint32(jitdump.TypeInlineInfo)], "jitprof_stage": counts[uint32(jitdump.TypeStageMark)],
+			"jitprof_methods": counts[uint32(jitdump.TypeMethodNames)]},
 		"code_bytes": code, "debug_entries": entries, "truncated": truncated,
 	}
 }
@@ -257,6 +258,10 @@ func jitprofRecordsDump(t *testing.T, o binary.ByteOrder) string {
 			return w.WriteRecord(&jitdump.InlineInfo{RecordHeader: jitdump.RecordHeader{Timestamp: 3_000_000_002},
 				CodeIndex: index, CodeAddr: 0x1020, CodeSize: 0x10, MethodID: 3, ParentID: 2, RootID: 1, Name: "spin_inner"})
 		},
+		func() error {
+			return w.WriteRecord(&jitdump.MethodNames{RecordHeader: jitdump.RecordHeader{Timestamp: 3_000_000_003},
+				Class: "LWork;", Methods: []uint64{0x7f0000001000}, Names: []string{"fib(I)J"}})
+		},
 		func() error { return w.Accounting(false) },
 		func() error { return w.Stage("work") },
 		func() error { return w.Accounting(true) },
@@ -273,7 +278,7 @@ func jitprofRecordsDump(t *testing.T, o binary.ByteOrder) string {
 	return writeFile(t, b.Bytes())
 }
 
-// TestDumpJitprofRecords: dump shows jitprof's inline and stage records
+// TestDumpJitprofRecords: dump shows jitprof's inline, method and stage records
 // with their fields, in text (regular expressions, one per line of output,
 // in order) and JSON (objects whose fields each output object of the same
 // position among those of its type must have), and counts them in --stats.
@@ -281,24 +286,27 @@ func TestDumpJitprofRecords(t *testing.T) {
 	const stage = `^\d+\.\d{9} +JITPROF_STAGE +- +- +-  `
 	middle := `^3\.000000001 +JITPROF_INLINE +0x1010 +48 +1  spin_middle \[0x1010\.\.0x1040\) id 2 parent 1 root 1 file middle\.src, 3 line entries$`
 	inner := `^3\.000000002 +JITPROF_INLINE +0x1020 +16 +1  spin_inner \[0x1020\.\.0x1030\) id 3 parent 2 root 1, 0 line entries$`
+	methods := `^3\.000000003 +JITPROF_METHODS +- +- +-  class LWork;, 1 methods$`
 	textRecords := []string{
 		`^TIME +TYPE +ADDRESS +SIZE +INDEX +NAME$`,
 		`^\d+\.\d{9} +CODE_LOAD +0x1000 +64 +1  spin$`,
 		stage + `stage "init", accounting on$`,
-		middle, inner,
+		middle, inner, methods,
 		stage + `stage "init", accounting off$`,
 		stage + `stage "work", accounting off$`,
 		stage + `stage "work", accounting on$`,
 		stage + `stage "", accounting on$`,
 		`^\d+\.\d{9} +CODE_CLOSE `,
 	}
-	withLines := slices.Concat(textRecords[:4], []string{`^    0x1010 middle\.src:20$`, `^    0x1020 middle\.src:21$`, `^    0x1030 middle\.src:22$`}, textRecords[4:])
+	withLines := slices.Concat(textRecords[:4], []string{`^    0x1010 middle\.src:20$`, `^    0x1020 middle\.src:21$`, `^    0x1030 middle\.src:22$`}, textRecords[4:6],
+		[]string{`^    0x7f0000001000 LWork;fib\(I\)J$`}, textRecords[6:])
 	jsonStage := func(name string, on bool) string {
 		return fmt.Sprintf(`{"type":"JITPROF_STAGE","name":%q,"accounting":%v}`, name, on)
 	}
 	jsonMiddle := `{"type":"JITPROF_INLINE","time":3000000001,"code_index":1,"code_addr":4112,"code_size":48,"method_id":2,"parent_id":1,"root_id":1,"name":"spin_middle","file":"middle.src","nr_entry":3}`
 	jsonInner := `{"type":"JITPROF_INLINE","time":3000000002,"code_index":1,"code_addr":4128,"code_size":16,"method_id":3,"parent_id":2,"root_id":1,"name":"spin_inner","file":"","nr_entry":0}`
-	jsonRecords := []string{jsonStage("init", true), jsonMiddle, jsonInner, jsonStage("init", false), jsonStage("work", false), jsonStage("work", true), jsonStage("", true)}
+	jsonMethods := `{"type":"JITPROF_METHODS","time":3000000003,"name":"LWork;","nr_entry":1}`
+	jsonRecords := []string{jsonStage("init", true), jsonMiddle, jsonInner, jsonMethods, jsonStage("init", false), jsonStage("work", false), jsonStage("work", true), jsonStage("", true)}
 	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		path := jitprofRecordsDump(t, order)
 		for _, tc := range []struct {
@@ -313,8 +321,8 @@ func TestDumpJitprofRecords(t *testing.T) {
 			{"json with lines", []string{"dump", "--json", "--lines", path}, true, slices.Concat(jsonRecords[:1],
 				[]string{strings.Replace(jsonMiddle, `"nr_entry":3`, `"nr_entry":3,"entries":[{"addr":4112,"file":"middle.src","line":20},{"addr":4128,"file":"middle.src","line":21},{"addr":4144,"file":"middle.src","line":22}]`, 1)},
 				jsonRecords[2:])},
-			{"stats", []string{"dump", "--stats", path}, false, []string{`records +1 CODE_LOAD, 0 CODE_MOVE, 0 DEBUG_INFO, 1 CODE_CLOSE, 0 UNWINDING_INFO, 2 JITPROF_INLINE, 5 JITPROF_STAGE, 0 unknown, 0 invalid$`}},
-			{"stats json", []string{"dump", "--stats", "--json", path}, true, []string{`{"records":{"code_load":1,"close":1,"jitprof_inline":2,"jitprof_stage":5,"unknown":0,"invalid":0}}`}},
+			{"stats", []string{"dump", "--stats", path}, false, []string{`records +1 CODE_LOAD, 0 CODE_MOVE, 0 DEBUG_INFO, 1 CODE_CLOSE, 0 UNWINDING_INFO, 2 JITPROF_INLINE, 5 JITPROF_STAGE, 1 JITPROF_METHODS, 0 unknown, 0 invalid$`}},
+			{"stats json", []string{"dump", "--stats", "--json", path}, true, []string{`{"records":{"code_load":1,"close":1,"jitprof_inline":2,"jitprof_stage":5,"jitprof_methods":1,"unknown":0,"invalid":0}}`}},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", order, tc.name), func(t *testing.T) {
 				code, out := jitprof(t, tc.args...)
