@@ -791,17 +791,18 @@ static int start(JavaVM *vm, char *options, int attaching)
 			return 0;
 		}
 	if (attaching) {
+		/* Replays what was generated before the agent came, on this
+		 * thread, through the callbacks above: first, as it names
+		 * most of the samples. */
+		if ((*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED) != JVMTI_ERROR_NONE ||
+		    (*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD) != JVMTI_ERROR_NONE)
+			fprintf(stderr, TAG ": the JVM did not replay its earlier code; only code compiled from now on is named\n");
 		/* The VM is initialized already: its classes are named now,
 		 * and no VMInit comes. */
 		JNIEnv *jni = NULL;
 		if ((*vm)->GetEnv(vm, (void **)&jni, JNI_VERSION_1_6) != JNI_OK)
 			jni = NULL;
 		write_loaded_classes(jvmti, jni);
-		/* Replays what was generated before the agent came, on this
-		 * thread, through the callbacks above. */
-		if ((*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_DYNAMIC_CODE_GENERATED) != JVMTI_ERROR_NONE ||
-		    (*jvmti)->GenerateEvents(jvmti, JVMTI_EVENT_COMPILED_METHOD_LOAD) != JVMTI_ERROR_NONE)
-			fprintf(stderr, TAG ": the JVM did not replay its earlier code; only code compiled from now on is named\n");
 	}
 	if (verbose)
 		fprintf(stderr, TAG ": writing %s\n", jd_path(dump));
