@@ -141,17 +141,42 @@ func (y *symbolizer) await(w *window) {
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			y.c.early.Add(1)
-			for _, d := range pending {
-				if y.dumps.warnOnce(d.path) {
-					y.o.Log(fmt.Sprintf("window %d symbolized before %s caught up (its runtime buffers it, as V8 does): its newest functions may stay unnamed; the status counts such windows as early", w.seq, d.path))
-				}
-			}
+			y.early(w, pending)
 			return
 		}
 		time.Sleep(min(wait, 250*time.Millisecond))
 	}
 }
+
+// early counts w as symbolized before the dumps pending caught up, and logs
+// it: a line per window, as the status counts them, whose explanation is
+// given the first time a dump is named.
+func (y *symbolizer) early(w *window, pending []dumpWait) {
+	y.c.early.Add(1)
+	var paths []string
+	explain := false
+	for i, d := range pending {
+		if y.dumps.warnOnce(y.dumpPath(d)) {
+			explain = true
+		}
+		if i == maxEarlyNamed {
+			paths = append(paths, fmt.Sprintf("%d more", len(pending)-i))
+			continue
+		}
+		if i < maxEarlyNamed {
+			paths = append(paths, d.path)
+		}
+	}
+	msg := fmt.Sprintf("window %d symbolized before %s caught up", w.seq, strings.Join(paths, ", "))
+	if explain {
+		msg += " (its runtime buffers it, as V8 does): its newest functions may stay unnamed; the status counts such windows as early"
+	}
+	y.o.Log(msg)
+}
+
+// maxEarlyNamed is how many dumps the line of an early window names: a host
+// of buffering runtimes would make it a screenful.
+const maxEarlyNamed = 5
 
 // dumpPath is where the window reads d's dump: the watcher's copy for a
 // process in a container (its dump named by its pid there), as
