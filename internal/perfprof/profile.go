@@ -221,15 +221,16 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	return res, err
 }
 
-// putMainFirst puts the program's own executable first among p's
-// mappings, where pprof looks for the profiled program (its web UI's
-// header names it, and the first mapping is otherwise whatever was sampled
-// first: often ld.so or a dump). The program is the process with the most
-// samples, and its executable the ELF file named like it (its main
-// thread's name, perf's comm, which the kernel cuts to 15 bytes: "node",
-// "java", "beam.smp"); failing that (a launcher that is never sampled,
-// as java's), the process's ELF file with the most samples of its own,
-// the dynamic loader aside: libjvm.so for Java.
+// putMainFirst puts the program's executable first among p's mappings,
+// where pprof looks for the profiled program (its web UI's header names
+// it, its merge keeps it first, and the first mapping is otherwise
+// whatever was sampled first: often ld.so or a dump). The program is the
+// process with the most samples, and its executable the file it mapped
+// first (see symbolize.Space.Files), the loader aside, or the first named
+// like the process (its main thread's name, perf's comm, which an exec
+// sets to the file's name cut to 15 bytes): java's launcher, never
+// sampled, as well as node. An executable never sampled gets a mapping of
+// its own, which no location uses.
 func (a *aggregator) putMainFirst(p *profile.Profile) {
 	perPid := make(map[uint32]int64)
 	for k, tot := range a.stacks {
@@ -245,65 +246,35 @@ func (a *aggregator) putMainFirst(p *profile.Profile) {
 	if best < 0 {
 		return
 	}
-	comm := a.space.Comm(pid, a.last)
-	type score struct {
-		named         bool  // named like the process
-		self, touched int64 // its samples: as the leaf, anywhere in the stack
-	}
-	scores := make(map[*profile.Mapping]*score)
-	var seen []*profile.Mapping // of a stack
-	for k, tot := range a.stacks {
-		if k.pid != pid {
-			continue
-		}
-		seen = seen[:0]
-		for n := k.node; n != 0; n = a.nodes[n].parent {
-			loc := a.nodes[n].loc - 1
-			fr, m := a.frame(loc), p.Location[loc].Mapping
-			if fr.Module == nil || fr.Module.Kind != symbolize.ELF || isLoader(m.File) {
-				continue
-			}
-			s := scores[m]
-			if s == nil {
-				s = &score{named: namedLike(m.File, comm)}
-				scores[m] = s
-			}
-			if n == k.node {
-				s.self += tot.count
-			}
-			if !slices.Contains(seen, m) {
-				seen = append(seen, m)
-				s.touched += tot.count
-			}
-		}
-	}
-	var main *profile.Mapping
-	var top score
-	for m, s := range scores {
-		c := cmp.Or(compareBool(s.named, top.named), cmp.Compare(s.self, top.self), cmp.Compare(s.touched, top.touched))
-		if main == nil || c > 0 || (c == 0 && m.ID < main.ID) {
-			main, top = m, *s
-		}
-	}
-	if main == nil {
+	files := slices.DeleteFunc(a.space.Files(pid, a.last), func(f symbolize.Frame) bool { return isLoader(f.Module.Name) })
+	if len(files) == 0 {
 		return
 	}
-	i := slices.Index(p.Mapping, main)
+	comm := a.space.Comm(pid, a.last)
+	exe := files[0]
+	if i := slices.IndexFunc(files, func(f symbolize.Frame) bool { return namedLike(f.Module.Name, comm) }); i >= 0 {
+		exe = files[i]
+	}
+	var buildID string
+	if exe.Module.BuildID != nil {
+		buildID = hex.EncodeToString(exe.Module.BuildID)
+	}
+	i := slices.IndexFunc(p.Mapping, func(m *profile.Mapping) bool {
+		return m.File == exe.Module.Name && m.BuildID == buildID && m.Start == exe.Map.Start && m.Offset == exe.Map.Pgoff
+	})
+	if i < 0 {
+		p.Mapping = append(p.Mapping, &profile.Mapping{
+			File: exe.Module.Name, BuildID: buildID, Start: exe.Map.Start, Limit: exe.Map.End, Offset: exe.Map.Pgoff,
+			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
+		})
+		i = len(p.Mapping) - 1
+	}
+	main := p.Mapping[i]
 	copy(p.Mapping[1:i+1], p.Mapping[:i])
 	p.Mapping[0] = main
 	for i, m := range p.Mapping {
 		m.ID = uint64(i + 1)
 	}
-}
-
-func compareBool(x, y bool) int {
-	switch {
-	case x == y:
-		return 0
-	case x:
-		return 1
-	}
-	return -1
 }
 
 // isLoader tells whether file is the dynamic loader (ld-linux-x86-64.so.2,

@@ -5,6 +5,8 @@ import (
 	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -46,12 +48,11 @@ var synthFunctions = []jitdump.Function{
 	{Name: "_Z3fibi"}, // LLVM's: demangled, never split
 }
 
-// synthRecording writes a recording of process synthPid, named comm: the
-// dynamic loader, then exe, then libc and the dump of synthFunctions are
-// mapped, in that order. Its samples are, each called from exe, one in
-// the loader, one at every function's start and one 0x80 into the first,
-// and libcSamples in libc, whose stacks exe is not in.
-func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
+// synthRecording writes a recording of process synthPid, node: the dynamic
+// loader, then /usr/bin/node, then libc and the dump of synthFunctions are
+// mapped, in that order. Its samples are, each called from node, one in the
+// loader, one at every function's start and one 0x80 into the first.
+func synthRecording(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	dumpPath := filepath.Join(dir, "jit-1.dump")
@@ -90,10 +91,10 @@ func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
 	}
 	const loader, program, libc = 0x7f0000000000, 0x400000, 0x7f1000000000
 	recs := []perfdata.Record{
-		&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: synthPid, Tid: synthPid, Comm: comm,
+		&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: synthPid, Tid: synthPid, Comm: "node",
 			Trailer: perfdata.Trailer{Pid: synthPid, Tid: synthPid, Time: now}},
 		mmap(loader, "/lib64/ld-linux-x86-64.so.2"),
-		mmap(program, exe),
+		mmap(program, "/usr/bin/node"),
 		mmap(libc, "/lib/x86_64-linux-gnu/libc.so.6"),
 		mmap(0x7fff00000000, dumpPath), // the dump's marker
 	}
@@ -107,9 +108,6 @@ func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
 		sample(jitBase+0x100*uint64(i), program+0x1005)
 	}
 	sample(jitBase+0x80, program+0x1005)
-	for range libcSamples {
-		sample(libc + 0x10)
-	}
 	for _, r := range recs {
 		if err := pw.WriteRecord(r); err != nil {
 			t.Fatal(err)
@@ -125,7 +123,7 @@ func synthRecording(t *testing.T, comm, exe string, libcSamples int) string {
 // source are split as pprof expects, keep their raw name in SystemName, and
 // contract.PerfName gives back perf report's name; the others are left alone.
 func TestSplitNames(t *testing.T) {
-	data := synthRecording(t, "node", "/usr/bin/node", 0)
+	data := synthRecording(t)
 	type want struct {
 		name, file string
 		startLine  int64
@@ -192,33 +190,60 @@ func TestSplitNames(t *testing.T) {
 }
 
 // TestMainMapping: the profile's first mapping, which pprof shows as the
-// profiled program, is the process's executable, found by its name, or,
-// when none is named like the process, the ELF file with the most samples
-// of its own; never the loader, mapped and sampled first.
+// profiled program, is the executable of the process with the most
+// samples: the file it mapped first, the loader aside, or the first named
+// like the process; sampled or not (java's launcher never is, where
+// libjvm.so has most samples); never the loader, mapped and sampled first,
+// nor what the process ran before its exec.
 func TestMainMapping(t *testing.T) {
+	const (
+		loader = "/lib64/ld-linux-x86-64.so.2"
+		libc   = "/lib/x86_64-linux-gnu/libc.so.6"
+		java   = "/usr/lib/jvm/java-21-openjdk-amd64/bin/java"
+		libjvm = "/usr/lib/jvm/java-21-openjdk-amd64/lib/server/libjvm.so"
+	)
 	for _, tc := range []struct {
-		name, comm, exe string
-		libcSamples     int
-		want            string
+		name     string
+		before   []string // mapped before an exec, and sampled once each
+		comm     string
+		mapped   []string       // in this order (after the exec)
+		samples  map[string]int // leaves in each file; the loader is sampled once
+		want     string
+		unused   bool // the executable has no sample
+		numFiles int  // mappings in the profile
 	}{
-		{"named", "node", "/usr/bin/node", 3, "/usr/bin/node"},
-		{"named, cut to 15 bytes", "long-program-na", "/opt/long-program-name", 3, "/opt/long-program-name"},
-		{"not named: most samples of its own", "java", "/usr/lib/jvm/lib/libjli.so", 3, "/lib/x86_64-linux-gnu/libc.so.6"},
-		{"not named, no samples of its own: most samples", "java", "/usr/lib/jvm/lib/libjli.so", 0, "/usr/lib/jvm/lib/libjli.so"},
+		{"sampled", nil, "node", []string{loader, "/usr/bin/node", libc}, map[string]int{"/usr/bin/node": 3, libc: 5}, "/usr/bin/node", false, 3},
+		{"never sampled: java", nil, "java", []string{loader, java, "/usr/lib/jvm/java-21-openjdk-amd64/lib/libjli.so", libjvm, libc},
+			map[string]int{libjvm: 5, libc: 2}, java, true, 4},
+		{"named, cut to 15 bytes, mapped after another", nil, "long-program-na", []string{loader, "/usr/lib/libz.so.1", "/opt/long-program-name", libc},
+			map[string]int{libc: 3}, "/opt/long-program-name", true, 3},
+		{"renamed: the first mapped", nil, "worker", []string{loader, "/usr/bin/prog", libc}, map[string]int{libc: 3}, "/usr/bin/prog", true, 3},
+		{"after an exec", []string{"/bin/sh", libc}, "node", []string{"/usr/bin/node", loader, libc}, map[string]int{libc: 3}, "/usr/bin/node", true, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := run(t, perfprof.Options{Input: synthRecording(t, tc.comm, tc.exe, tc.libcSamples)})
+			res := run(t, perfprof.Options{Input: mainRecording(t, tc.before, tc.comm, tc.mapped, tc.samples)})
 			ms := res.Profile.Mapping
 			if got := ms[0].File; got != tc.want {
 				t.Errorf("first mapping %s, want %s", got, tc.want)
+			}
+			if len(ms) != tc.numFiles {
+				t.Errorf("%d mappings, want %d", len(ms), tc.numFiles)
 			}
 			for i, m := range ms {
 				if m.ID != uint64(i+1) {
 					t.Errorf("mapping %d (%s) has ID %d", i, m.File, m.ID)
 				}
 			}
-			// The profile is otherwise what it was: pprof reads it back
-			// with every location in its mapping.
+			used := false
+			for _, loc := range res.Profile.Location {
+				used = used || loc.Mapping == ms[0]
+			}
+			if used == tc.unused {
+				t.Errorf("the executable's mapping is used by a location: %v, want %v", used, !tc.unused)
+			}
+			// pprof reads the profile back with every location in its
+			// mapping, and its merge, which its tools run on every
+			// profile, keeps the executable first, used or not.
 			var b bytes.Buffer
 			if err := res.Profile.Write(&b); err != nil {
 				t.Fatal(err)
@@ -227,8 +252,12 @@ func TestMainMapping(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Mapping[0].File != tc.want {
-				t.Errorf("read back, the first mapping is %s", p.Mapping[0].File)
+			merged, err := profile.Merge([]*profile.Profile{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Mapping[0].File != tc.want || merged.Mapping[0].File != tc.want {
+				t.Errorf("read back, the first mapping is %s, merged %s", p.Mapping[0].File, merged.Mapping[0].File)
 			}
 			for _, loc := range p.Location {
 				if loc.Mapping != nil && (loc.Address < loc.Mapping.Start || loc.Address >= loc.Mapping.Limit) {
@@ -237,4 +266,66 @@ func TestMainMapping(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mainRecording writes a recording of process synthPid that maps the files
+// before, each sampled once, then execs comm, which maps the files mapped
+// (0x10000 bytes each, 1 GiB apart, from 0x1000000000) and has samples
+// leaves in them, after one in the loader.
+func mainRecording(t *testing.T, before []string, comm string, mapped []string, samples map[string]int) string {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "perf.data")
+	pw, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{synthAttr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := jitdump.Now()
+	tr := func() perfdata.Trailer {
+		now++
+		return perfdata.Trailer{Pid: synthPid, Tid: synthPid, Time: now}
+	}
+	hdr := func(typ perfdata.RecordType) perfdata.RecordHeader {
+		return perfdata.RecordHeader{Type: typ, Attr: synthAttr, Misc: perfdata.MiscUser}
+	}
+	var recs []perfdata.Record
+	addrOf := make(map[string]uint64)
+	mapAll := func(files []string) {
+		for _, f := range files {
+			addrOf[f] = 0x1000000000 + uint64(len(addrOf))<<30
+			recs = append(recs, &perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: synthPid, Tid: synthPid, Addr: addrOf[f], Len: 0x10000,
+				Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: f, Trailer: tr()})
+		}
+	}
+	sample := func(file string) {
+		tr := tr()
+		recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: addrOf[file] + 0x10, Pid: synthPid, Tid: synthPid,
+			Time: tr.Time, Period: 1, Callchain: []uint64{perfdata.ContextUser, addrOf[file] + 0x10}})
+	}
+	if len(before) > 0 {
+		recs = append(recs, &perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: synthPid, Tid: synthPid, Comm: filepath.Base(before[0]), Trailer: tr()})
+		mapAll(before)
+		for _, f := range before {
+			sample(f)
+		}
+	}
+	exec := hdr(perfdata.TypeComm)
+	exec.Misc |= perfdata.MiscCommExec
+	recs = append(recs, &perfdata.Comm{RecordHeader: exec, Pid: synthPid, Tid: synthPid, Comm: comm, Trailer: tr()})
+	clear(addrOf)
+	mapAll(mapped)
+	sample(mapped[slices.IndexFunc(mapped, func(f string) bool { return strings.Contains(f, "/ld-") })])
+	for _, f := range mapped {
+		for range samples[f] {
+			sample(f)
+		}
+	}
+	for _, r := range recs {
+		if err := pw.WriteRecord(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

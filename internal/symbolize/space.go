@@ -703,6 +703,30 @@ func (s *Space) Comm(tid uint32, t uint64) string {
 	return c[max(i-1, 0)].name
 }
 
+// Files returns the ELF files mapped into process pid at time t, in the
+// order they were mapped, and by address among those mapped at one time (as
+// perf describes a process that ran before it): after an exec, the
+// executable first, which the kernel maps before the loader.
+func (s *Space) Files(pid uint32, t uint64) []Frame {
+	p := s.procs[pid]
+	if p == nil {
+		return nil
+	}
+	var files []region
+	for _, r := range p.regions {
+		if r.module.Kind == ELF && r.from <= t && t < r.until {
+			files = append(files, r)
+		}
+	}
+	slices.SortFunc(files, func(x, y region) int { return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.start, y.start)) })
+	frames := make([]Frame, len(files))
+	for i, r := range files {
+		frames[i] = Frame{Addr: r.start, Module: r.module, From: r.from, Until: r.until}
+		frames[i].Map.Start, frames[i].Map.End, frames[i].Map.Pgoff = r.start, r.end, r.pgoff
+	}
+	return frames
+}
+
 // Close unmaps the dumps and closes the files symbol names are read from.
 // Frames found before keep their names only if the caller copied those of
 // jitted functions.
