@@ -81,6 +81,18 @@ func TestAttachJava(t *testing.T) {
 			if share < tt.least || share > tt.most {
 				t.Errorf("%.3f of the JVM's samples named as Work's methods, want %.1f to %.1f", share, tt.least, tt.most)
 			}
+			// The JVMs are all the agent samples: each profile's program
+			// is their launcher, never sampled, not libjvm.so.
+			exe, err := filepath.EvalSymlinks(java)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, _ := filepath.Glob(filepath.Join(pp, "*.pb.gz"))
+			for _, f := range files {
+				if p := fixtures.ReadProfile(t, f); len(p.Sample) > 0 && p.Mapping[0].File != exe {
+					t.Errorf("%s: the first mapping is %s, want %s", filepath.Base(f), p.Mapping[0].File, exe)
+				}
+			}
 		})
 	}
 	dumps, err := filepath.Glob(filepath.Join(home, ".debug", "jit", "*", fmt.Sprintf("jit-%d.dump", plain.cmd.Process.Pid)))
