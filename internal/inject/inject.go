@@ -335,6 +335,7 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 	trailer := jitsources.Mapping(markerRec).Trailer
 	attr := markerRec.Header().Attr
 	d := m.dump
+	rec := new(perfdata.Mmap2) // encoded at once: one for all, not one per event
 	for _, ev := range d.dump.Events() {
 		p := d.images[ev.Function]
 		if p.img == nil || ev.Code.CodeSize == 0 {
@@ -345,7 +346,7 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 		if ev.Pid != m.Pid { // another pid namespace: the recorded pid names the thread
 			tr.Tid = m.Pid
 		}
-		rec := &perfdata.Mmap2{
+		*rec = perfdata.Mmap2{
 			RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Misc: perfdata.MiscUser, Attr: attr},
 			Pid:          tr.Pid, Tid: tr.Tid,
 			Addr: ev.Addr, Len: ev.Code.CodeSize, Pgoff: p.pgoff,
