@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -204,7 +205,7 @@ regular file is kept.`,
 	f.IntVarP(&o.Pages, "mmap-pages", "m", 0, "each CPU's ring buffer, in `PAGES` (a power of two; default 128, with --call-graph dwarf 512); more keeps bursts from being lost")
 	f.BoolVar(&noEnv, "no-runtime-env", false, "do not set the variables that make JIT runtimes write jitdumps")
 	f.BoolVar(&attachJava, "attach-java", false, "load jitprof's JVMTI agent into the HotSpot JVMs recorded that write no jitdump, each once, as jcmd PID JVMTI.agent_load does: from then on, until it exits, each writes one under its user's ~/.debug/jit (default: with -p, not with -a; --attach-java=false for none)")
-	f.Int64Var(&jitMB, "jit-copy-max-mb", record.DefaultJITCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
+	f.Int64Var(&jitMB, "jit-copy-max-mb", jitwatch.DefaultCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
 	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
 	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked, for report's off-CPU and wall-clock views; the stacks of blocks shorter than `MIN` (default 100us; 0 keeps all) are left out, their time kept")

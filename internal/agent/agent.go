@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"maps"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ type Options struct {
 	// to catch up with it, at most (see dumpwatch.go).
 	JITWait time.Duration
 	// JITCopyMaxBytes bounds the disk the copies of perf maps and
-	// containers' dumps use (record.WatchJITLive); 0: no bound.
+	// containers' dumps use (jitwatch.WatchLive); 0: no bound.
 	JITCopyMaxBytes int64
 	// Force reads perf maps and dumps their process's owner or root does
 	// not own, as perf's -f.
@@ -132,7 +133,7 @@ type counters struct {
 	// read is the last window the symbolizer is done with.
 	read     atomic.Int64
 	statusMu sync.Mutex
-	jit      *record.JITWatcher
+	jit      *jitwatch.Watcher
 	java     *record.JavaAttacher // nil without AttachJava
 	kept     atomic.Pointer[[]uint32]
 }
@@ -233,7 +234,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// Perf maps copied as they grow, timed, and containers' dumps copied
 	// while their processes live, beside the windows, where perfprof
 	// looks first (jitsources.SearchDirs).
-	jit := record.WatchJITLive(dir, o.Pids, record.WatchOptions{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Log})
+	jit := jitwatch.WatchLive(dir, o.Pids, jitwatch.Options{MaxBytes: o.JITCopyMaxBytes, Force: o.Force, Note: o.Log})
 	defer jit.Stop()
 	s.c.jit = jit
 	if o.AttachJava {

@@ -32,7 +32,7 @@ import (
 type dumpWatch struct {
 	dumps  map[string]*dumpProgress
 	proc   procfs.FS
-	copies string // the directory of the JITWatcher's copies
+	copies string // the directory of the jitwatch.Watcher's copies
 	force  bool   // perf's -f: a dump its process's owner does not own is read too
 }
 

@@ -3,13 +3,13 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jitprof/jitprof/internal/record"
 	"github.com/jitprof/jitprof/jitdump"
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +60,7 @@ func TestEarlyWindows(t *testing.T) {
 			var logs []string
 			var c counters
 			y := &symbolizer{o: Options{Log: func(s string) { logs = append(logs, s) }}, c: &c, dumps: newDumpWatch(copies, false),
-				jit: &record.JITWatcher{}, dir: copies, stopping: make(chan struct{})}
+				jit: &jitwatch.Watcher{}, dir: copies, stopping: make(chan struct{})}
 			ends := []uint64{now + 1, now + 2, now - 1, now + 3, now + 4} // the dump's record is after the third's end
 			for i, end := range ends {
 				win := &window{seq: int64(i + 1), end: time.Now().Add(-time.Second), endMono: end, waits: []dumpWait{{pid: pid, path: path}}}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,7 +29,6 @@ import (
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/internal/record"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -45,8 +45,8 @@ type symbolizer struct {
 	// in every window is said once; cleared when it grows past a bound.
 	warned map[string]bool
 	dumps  *dumpWatch
-	jit    *record.JITWatcher // its copies of the processes a window drops go after it
-	dir    string             // of the windows and the watcher's copies
+	jit    *jitwatch.Watcher // its copies of the processes a window drops go after it
+	dir    string            // of the windows and the watcher's copies
 	tables *symbolize.TableCache
 	// jitDumps keeps each live process's dump indexed from window to
 	// window, extended with what was appended, not read again.
@@ -119,7 +119,7 @@ func (y *symbolizer) await(w *window) {
 	// The copies of perf maps and containers' files as they were at the
 	// window's end, at least: a look of the watcher after it.
 	for y.jit.Looked() < w.endMono && time.Now().Before(deadline) {
-		time.Sleep(record.LiveWatchInterval / 4)
+		time.Sleep(jitwatch.LiveWatchInterval / 4)
 	}
 	for {
 		pending = slices.DeleteFunc(pending, func(d dumpWait) bool {

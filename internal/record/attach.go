@@ -331,12 +331,12 @@ func writesDump(proc procfs.FS, pid uint32) bool {
 	if err != nil {
 		return false
 	}
-	ms, err := parseMaps(b)
+	ms, err := procfs.ParseMaps(b)
 	if err != nil {
 		return false
 	}
 	for _, m := range ms {
-		if jitsources.IsMarker(m.name) {
+		if jitsources.IsMarker(m.Name) {
 			return true
 		}
 	}

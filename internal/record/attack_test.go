@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -139,9 +140,9 @@ func TestJITWatcherAttacks(t *testing.T) {
 			proc := fakeProc(t, a, root, marker)
 			dir := t.TempDir()
 			var notes notebook
-			done := make(chan *JITWatcher)
-			go func() { done <- WatchJIT(dir, nil, WatchOptions{Proc: proc, Note: notes.add}) }()
-			var w *JITWatcher
+			done := make(chan *jitwatch.Watcher)
+			go func() { done <- jitwatch.Watch(dir, nil, jitwatch.Options{Proc: proc, Note: notes.add}) }()
+			var w *jitwatch.Watcher
 			select {
 			case w = <-done:
 			case <-time.After(5 * time.Second):
@@ -194,7 +195,7 @@ func TestJITWatcherOwner(t *testing.T) {
 			}
 			dir := t.TempDir()
 			var notes notebook
-			w := WatchJIT(dir, nil, WatchOptions{Proc: fakeProc(t, a, root, ""), Force: tc.force, Note: notes.add})
+			w := jitwatch.Watch(dir, nil, jitwatch.Options{Proc: fakeProc(t, a, root, ""), Force: tc.force, Note: notes.add})
 			files, err := w.Stop()
 			if err != nil {
 				t.Fatal(err)
@@ -247,12 +248,12 @@ func TestJITWatcherBound(t *testing.T) {
 			a.Chown(t, path)
 			dir := t.TempDir()
 			var notes notebook
-			o := WatchOptions{Proc: fakeProc(t, a, root, ""), MaxBytes: bound, Note: notes.add}
-			var w *JITWatcher
+			o := jitwatch.Options{Proc: fakeProc(t, a, root, ""), MaxBytes: bound, Note: notes.add}
+			var w *jitwatch.Watcher
 			if live {
-				w = WatchJITLive(dir, nil, o)
+				w = jitwatch.WatchLive(dir, nil, o)
 			} else {
-				w = WatchJIT(dir, nil, o)
+				w = jitwatch.Watch(dir, nil, o)
 			}
 			if live {
 				// Within the first look already.

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"io"
 	"io/fs"
 	"math"
@@ -22,7 +23,7 @@ import (
 // GatherOptions say how Gather treats the files it moves.
 type GatherOptions struct {
 	// MaxBytes bounds the bytes Gather copies, for files it cannot
-	// rename (on another file system); 0 picks DefaultJITCopyMaxBytes,
+	// rename (on another file system); 0 picks jitwatch.DefaultCopyMaxBytes,
 	// -1 none. A file past it stays where it is.
 	MaxBytes int64
 	// Force moves files that neither this user nor root owns, as perf's
@@ -40,7 +41,7 @@ type GatherOptions struct {
 // recording at data reads anywhere (the report looks for dumps and maps in
 // the recording's directory). A file already in dir stays; one whose name
 // dir already has is left where it is, with a note; a perf map the
-// recording's JITWatcher copied whole into dir is removed. It returns the
+// recording's jitwatch.Watcher copied whole into dir is removed. It returns the
 // paths the files have now.
 //
 // The names are in directories others may write (/tmp): a file is taken
@@ -88,7 +89,7 @@ func Gather(data, dir, workDir string, o GatherOptions) ([]string, error) {
 	g := gatherer{o: o, room: o.MaxBytes}
 	switch {
 	case g.room == 0:
-		g.room = DefaultJITCopyMaxBytes
+		g.room = jitwatch.DefaultCopyMaxBytes
 	case g.room < 0:
 		g.room = math.MaxInt64
 	}
@@ -193,7 +194,7 @@ func (g *gatherer) move(src *os.File, st *unix.Stat_t, from, to string) error {
 }
 
 // copied tells whether to is the copy of the perf map from, of status st,
-// that JITWatcher made: as long, with a times file.
+// that jitwatch.Watcher made: as long, with a times file.
 func copied(st *unix.Stat_t, from, to string) bool {
 	ti, err1 := os.Stat(to)
 	_, err2 := os.Stat(to + jitsources.TimesSuffix)

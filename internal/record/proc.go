@@ -73,24 +73,24 @@ func (s *synthesizer) process(pid int) error {
 		}
 		return fmt.Errorf("process %d: %w", pid, err)
 	}
-	ms, err := parseMaps(maps)
+	ms, err := procfs.ParseMaps(maps)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.proc.Path(p, "maps"), err)
 	}
 	for _, m := range ms {
 		misc := uint16(perfdata.MiscUser)
-		if m.prot&unix.PROT_EXEC == 0 {
+		if m.Prot&unix.PROT_EXEC == 0 {
 			// Samples land in code only; readable data only matters to
 			// an event that records data mappings (a DWARF call
 			// graph's unwind tables), as in perf's synthesis.
-			if s.attr.Flags&perfdata.AttrMmapData == 0 || m.prot&unix.PROT_READ == 0 {
+			if s.attr.Flags&perfdata.AttrMmapData == 0 || m.Prot&unix.PROT_READ == 0 {
 				continue
 			}
 			misc |= perfdata.MiscMmapData
 		}
 		if err := s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, misc), Pid: p, Tid: p,
-			Addr: m.start, Len: m.end - m.start, Pgoff: m.pgoff, Maj: m.maj, Min: m.min, Ino: m.ino,
-			Prot: m.prot, Flags: m.flags, Filename: m.name, Trailer: perfdata.Trailer{Pid: p, Tid: p}}); err != nil {
+			Addr: m.Start, Len: m.End - m.Start, Pgoff: m.Pgoff, Maj: m.Maj, Min: m.Min, Ino: m.Ino,
+			Prot: m.Prot, Flags: m.Flags, Filename: m.Name, Trailer: perfdata.Trailer{Pid: p, Tid: p}}); err != nil {
 			return err
 		}
 	}
@@ -173,86 +173,4 @@ func kernelText(f *os.File) (text, etext uint64) {
 		*p, _ = strconv.ParseUint(string(fields[0]), 16, 64)
 	}
 	return text, etext
-}
-
-// mapping is one line of /proc/PID/maps.
-type mapping struct {
-	start, end, pgoff uint64
-	prot, flags       uint32
-	maj, min          uint32
-	ino               uint64
-	name              string
-}
-
-// parseMaps reads /proc/PID/maps. Anonymous mappings get perf's name,
-// //anon.
-func parseMaps(b []byte) ([]mapping, error) {
-	var ms []mapping
-	for n := 1; len(b) > 0; n++ {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		m, err := parseMapsLine(string(line))
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		ms = append(ms, m)
-	}
-	return ms, nil
-}
-
-// parseMapsLine reads `start-end perms offset maj:min inode   name`; the
-// name, which may hold spaces, is the rest of the line after the inode.
-func parseMapsLine(line string) (mapping, error) {
-	var m mapping
-	bad := func(what string) (mapping, error) { return m, fmt.Errorf("%q: bad %s", line, what) }
-	rest := line
-	field := func() string {
-		rest = strings.TrimLeft(rest, " ")
-		f, r, _ := strings.Cut(rest, " ")
-		rest = r
-		return f
-	}
-	addrs, perms, off, dev, ino := field(), field(), field(), field(), field()
-	start, end, ok := strings.Cut(addrs, "-")
-	var err error
-	if m.start, err = strconv.ParseUint(start, 16, 64); err != nil || !ok {
-		return bad("start address")
-	}
-	if m.end, err = strconv.ParseUint(end, 16, 64); err != nil || m.end < m.start {
-		return bad("end address")
-	}
-	if len(perms) != 4 {
-		return bad("permissions")
-	}
-	for i, bit := range []uint32{unix.PROT_READ, unix.PROT_WRITE, unix.PROT_EXEC} {
-		if perms[i] != '-' {
-			m.prot |= bit
-		}
-	}
-	m.flags = unix.MAP_PRIVATE
-	if perms[3] == 's' {
-		m.flags = unix.MAP_SHARED
-	}
-	if m.pgoff, err = strconv.ParseUint(off, 16, 64); err != nil {
-		return bad("offset")
-	}
-	maj, min, ok := strings.Cut(dev, ":")
-	majV, err1 := strconv.ParseUint(maj, 16, 32)
-	minV, err2 := strconv.ParseUint(min, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return bad("device")
-	}
-	m.maj, m.min = uint32(majV), uint32(minV)
-	if m.ino, err = strconv.ParseUint(ino, 10, 64); err != nil {
-		return bad("inode")
-	}
-	m.name = strings.TrimLeft(rest, " ")
-	if m.name == "" {
-		m.name = "//anon"
-	}
-	return m, nil
 }

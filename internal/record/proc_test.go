@@ -13,43 +13,6 @@ import (
 	"github.com/jitprof/jitprof/perfdata"
 )
 
-func TestParseMapsLine(t *testing.T) {
-	for _, tc := range []struct {
-		line string
-		want mapping
-		err  string
-	}{
-		{line: "55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766                     /usr/bin/sleep",
-			want: mapping{start: 0x55ade6605000, end: 0x55ade660a000, pgoff: 0x2000, prot: unix.PROT_READ | unix.PROT_EXEC,
-				flags: unix.MAP_PRIVATE, maj: 0xfe, ino: 247766, name: "/usr/bin/sleep"}},
-		{line: "7f0000000000-7f0000001000 r-xs 00000000 103:02 12 /tmp/my dir/jit-12.dump (deleted)",
-			want: mapping{start: 0x7f0000000000, end: 0x7f0000001000, prot: unix.PROT_READ | unix.PROT_EXEC,
-				flags: unix.MAP_SHARED, maj: 0x103, min: 2, ino: 12, name: "/tmp/my dir/jit-12.dump (deleted)"}},
-		{line: "7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ",
-			want: mapping{start: 0x7f0000000000, end: 0x7f0000001000, prot: unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC,
-				flags: unix.MAP_PRIVATE, name: "//anon"}},
-		{line: "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
-			want: mapping{start: 0xffffffffff600000, end: 0xffffffffff601000, prot: unix.PROT_EXEC, flags: unix.MAP_PRIVATE, name: "[vsyscall]"}},
-		{line: "", err: "start address"},
-		{line: "10-0 r-xp 0 00:00 0", err: "end address"},
-		{line: "0-10 r-x 0 00:00 0", err: "permissions"},
-		{line: "0-10 r-xp zz 00:00 0", err: "offset"},
-		{line: "0-10 r-xp 0 0000 0", err: "device"},
-		{line: "0-10 r-xp 0 00:00 -1", err: "inode"},
-	} {
-		got, err := parseMapsLine(tc.line)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want one about the %s", tc.line, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%q:\n got %+v, %v\nwant %+v", tc.line, got, err, tc.want)
-		}
-	}
-}
-
 func TestParseCPUList(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -75,9 +38,9 @@ func TestParseCPUList(t *testing.T) {
 func FuzzParseMaps(f *testing.F) {
 	f.Add([]byte("55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766   /usr/bin/sleep\n7f-80 ---s 0 0:0 0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, err := parseMaps(b)
+		ms, err := procfs.ParseMaps(b)
 		for _, m := range ms {
-			if err == nil && (m.end < m.start || m.name == "") {
+			if err == nil && (m.End < m.Start || m.Name == "") {
 				t.Fatalf("accepted %+v", m)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/jitprof/jitprof/agents"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"io"
 	"io/fs"
 	"math/bits"
@@ -76,8 +77,8 @@ type Options struct {
 	Pages int
 
 	// JITCopyMaxBytes bounds the disk the copies of the processes' perf
-	// maps and dumps beside the output use (see JITWatcher); 0 picks
-	// DefaultJITCopyMaxBytes, -1 none.
+	// maps and dumps beside the output use (see jitwatch.Watcher); 0 picks
+	// jitwatch.DefaultCopyMaxBytes, -1 none.
 	JITCopyMaxBytes int64
 	// Force copies perf maps and dumps their process's owner or root does
 	// not own, as perf's -f.
@@ -111,7 +112,7 @@ func (o *Options) proc() procfs.FS {
 func (o *Options) jitCopyMax() int64 {
 	switch {
 	case o.JITCopyMaxBytes == 0:
-		return DefaultJITCopyMaxBytes
+		return jitwatch.DefaultCopyMaxBytes
 	case o.JITCopyMaxBytes < 0:
 		return 0
 	}
@@ -186,7 +187,7 @@ type session struct {
 	watcher chan struct{} // closed when the watcher has ended
 	goAhead *os.File      // the command's go-ahead
 	wake    int           // eventfd that interrupts poll
-	jit     *JITWatcher
+	jit     *jitwatch.Watcher
 	java    *JavaAttacher // nil unless AttachJava
 }
 
@@ -241,7 +242,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if s.cmd != nil {
 		roots = []int{s.cmd.Process.Pid}
 	}
-	s.jit = WatchJIT(filepath.Dir(o.Output), roots, WatchOptions{Proc: o.proc(), MaxBytes: o.jitCopyMax(), Force: o.Force, Note: o.Note})
+	s.jit = jitwatch.Watch(filepath.Dir(o.Output), roots, jitwatch.Options{Proc: o.proc(), MaxBytes: o.jitCopyMax(), Force: o.Force, Note: o.Note})
 
 	begin := time.Now()
 	stop := s.watch(ctx)

@@ -1,4 +1,4 @@
-package record
+package jitwatch
 
 import (
 	"bufio"
@@ -65,7 +65,7 @@ func TestJITWatcher(t *testing.T) {
 				}
 			}
 			wait()
-			w := WatchJIT(dir, []int{cmd.Process.Pid}, WatchOptions{Note: func(msg string) { t.Log(msg) }})
+			w := Watch(dir, []int{cmd.Process.Pid}, Options{Note: func(msg string) { t.Log(msg) }})
 			defer w.Stop()
 			time.Sleep(3 * WatchInterval)
 			before := clockNow(unix.CLOCK_MONOTONIC)
@@ -146,7 +146,7 @@ func onlyFile(t *testing.T, dir, pattern string) int {
 // machine, as record -a makes it, none of them writing: what watching costs
 // every WatchInterval.
 func BenchmarkWatchLook(b *testing.B) {
-	w := newJITWatcher(b.TempDir(), nil, WatchOptions{})
+	w := newWatcher(b.TempDir(), nil, Options{})
 	defer w.close()
 	w.look()
 	for b.Loop() {
@@ -240,7 +240,7 @@ func TestJITWatcherLive(t *testing.T) {
 			// The test's own processes only: host-wide, other tests'
 			// perf maps would fill the size bound (a run beside the
 			// real-runtime packages found this one's copies evicted).
-			w := newJITWatcher(dir, []int{os.Getpid()}, WatchOptions{MaxBytes: tc.maxBytes, Note: func(msg string) { t.Log(msg) }})
+			w := newWatcher(dir, []int{os.Getpid()}, Options{MaxBytes: tc.maxBytes, Note: func(msg string) { t.Log(msg) }})
 			w.live = true
 			defer w.close()
 			var pids []int
@@ -307,7 +307,7 @@ func TestJITWatcherLive(t *testing.T) {
 // BenchmarkWatchLookLive is BenchmarkWatchLook for the agent's watcher,
 // which also removes dropped copies and keeps them within their bound.
 func BenchmarkWatchLookLive(b *testing.B) {
-	w := newJITWatcher(b.TempDir(), nil, WatchOptions{MaxBytes: 1 << 20})
+	w := newWatcher(b.TempDir(), nil, Options{MaxBytes: 1 << 20})
 	w.live = true
 	defer w.close()
 	w.look()

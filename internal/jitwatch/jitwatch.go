@@ -1,4 +1,8 @@
-package record
+// Package jitwatch copies, while a recording runs, the files the recorded
+// processes' runtimes write that the recording alone cannot give later: perf
+// maps as they grow, with the times their lines appeared, and the dumps of
+// processes in other mount namespaces. record and the agent run it.
+package jitwatch
 
 import (
 	"bytes"
@@ -29,7 +33,7 @@ import (
 	"github.com/jitprof/jitprof/internal/procfs"
 )
 
-// This file keeps, while a recording runs, what the recorded processes'
+// While a recording runs, it keeps what the recorded processes'
 // runtimes write that the recording alone cannot give later:
 //
 //   - each perf map as it grows, copied to perf-<recorded pid>.map beside
@@ -48,7 +52,7 @@ import (
 // process's root, as its owner, perf's owner rule, a symlink at a perf
 // map's fixed name refused, never blocking on a FIFO), a sparse file is
 // refused, and the copies' disk use is bounded as they are made
-// (WatchOptions.MaxBytes): a copy cut at the bound is said, with its name.
+// (Options.MaxBytes): a copy cut at the bound is said, with its name.
 // The copies are mode 0600, created where no file was: they hold other
 // processes' data. Files are read from the offset read so far every
 // WatchInterval, in a goroutine of their own, so the recorder never waits
@@ -56,7 +60,7 @@ import (
 //
 // For record the copies are put in place when their process exits or the
 // recording stops (whole or not at all). The agent reads them while they
-// grow (WatchJITLive): they are written in place, a perf map's times row
+// grow (WatchLive): they are written in place, a perf map's times row
 // before the lines it covers and only whole lines until the process exits,
 // so a reader never takes a line for earlier than it appeared; their disk
 // use is bounded, the files of the oldest exited processes removed first.
@@ -66,7 +70,7 @@ import (
 // modification time narrows it (see stamp).
 const WatchInterval = 50 * time.Millisecond
 
-// LiveWatchInterval is WatchJITLive's WatchInterval: the agent runs for
+// LiveWatchInterval is WatchLive's WatchInterval: the agent runs for
 // days, and a look costs about 0.15 ms (BenchmarkWatchLookLive), 0.3% of a
 // core every 50 ms; a line's time still comes from the map's modification
 // time, and a window waits for a look after its end (Looked).
@@ -76,9 +80,9 @@ const LiveWatchInterval = 200 * time.Millisecond
 // in another mount namespace maps: it opens them once, early.
 const markerRecheck = time.Second
 
-// WatchOptions say how a JITWatcher reads the processes' files and how
+// Options say how a Watcher reads the processes' files and how
 // much it may copy.
-type WatchOptions struct {
+type Options struct {
 	// Proc is the /proc read; "" is the host's.
 	Proc procfs.FS
 	// MaxBytes bounds the disk the copies use, counted as they are made;
@@ -93,17 +97,17 @@ type WatchOptions struct {
 	Note func(string)
 }
 
-// DefaultJITCopyMaxBytes is record's bound on its copies of perf maps and
+// DefaultCopyMaxBytes is record's bound on its copies of perf maps and
 // dumps: 1 GiB, over all of them. A bound on the total, not on each file,
 // is what keeps a host-wide recording's disk from filling with many
 // processes' files; the largest real files are a long-running JVM's or
 // node's dump, some hundreds of MB, so a recording that meets the bound is
 // one that something tried to fill.
-const DefaultJITCopyMaxBytes = 1 << 30
+const DefaultCopyMaxBytes = 1 << 30
 
-// JITWatcher copies the recorded processes' perf maps and, for those in
+// Watcher copies the recorded processes' perf maps and, for those in
 // another mount namespace, their dumps, as they grow.
-type JITWatcher struct {
+type Watcher struct {
 	dir   string
 	roots map[uint32]bool // nil: every process
 	note  func(string)
@@ -195,21 +199,21 @@ type tail struct {
 	done bool
 }
 
-// WatchJIT starts watching the processes roots and their descendants (every
+// Watch starts watching the processes roots and their descendants (every
 // process when roots is empty), copying into dir. Stop ends it.
-func WatchJIT(dir string, roots []int, o WatchOptions) *JITWatcher {
-	w := newJITWatcher(dir, roots, o)
+func Watch(dir string, roots []int, o Options) *Watcher {
+	w := newWatcher(dir, roots, o)
 	w.look()
 	go w.run()
 	return w
 }
 
-// WatchJITLive starts a watcher whose copies are read while they grow, the
+// WatchLive starts a watcher whose copies are read while they grow, the
 // agent's: they are in dir from the start, and stay after their process
 // exits until Drop names it, or until they are the oldest exited ones when
 // the copies pass o.MaxBytes. Stop ends it.
-func WatchJITLive(dir string, roots []int, o WatchOptions) *JITWatcher {
-	w := newJITWatcher(dir, roots, o)
+func WatchLive(dir string, roots []int, o Options) *Watcher {
+	w := newWatcher(dir, roots, o)
 	w.live, w.interval = true, LiveWatchInterval
 	w.look()
 	go w.run()
@@ -219,7 +223,7 @@ func WatchJITLive(dir string, roots []int, o WatchOptions) *JITWatcher {
 // Drop says that the copies of processes pids are no longer needed: those
 // of exited ones are removed at the next look, those still running once they
 // exit.
-func (w *JITWatcher) Drop(pids []uint32) {
+func (w *Watcher) Drop(pids []uint32) {
 	w.dropMu.Lock()
 	w.dropped = append(w.dropped, pids...)
 	w.dropMu.Unlock()
@@ -227,17 +231,17 @@ func (w *JITWatcher) Drop(pids []uint32) {
 
 // Usage returns the disk the copies use now, and how many exited
 // processes' copies the size bound removed before Drop named them.
-func (w *JITWatcher) Usage() (bytes, evicted int64) { return w.bytes.Load(), w.evicted.Load() }
+func (w *Watcher) Usage() (bytes, evicted int64) { return w.bytes.Load(), w.evicted.Load() }
 
-// newJITWatcher makes a watcher that has not looked yet.
-func newJITWatcher(dir string, roots []int, o WatchOptions) *JITWatcher {
+// newWatcher makes a watcher that has not looked yet.
+func newWatcher(dir string, roots []int, o Options) *Watcher {
 	if o.Proc == "" {
 		o.Proc = procfs.Host
 	}
 	if o.Note == nil {
 		o.Note = func(string) {}
 	}
-	w := &JITWatcher{dir: dir, note: o.Note, procs: o.Proc, force: o.Force, maxBytes: o.MaxBytes, interval: WatchInterval,
+	w := &Watcher{dir: dir, note: o.Note, procs: o.Proc, force: o.Force, maxBytes: o.MaxBytes, interval: WatchInterval,
 		stop: make(chan struct{}), done: make(chan struct{}),
 		watched: make(map[uint32]*watchedProc), tmps: make(map[string]*tmpDir), byWd: make(map[int][]*tmpDir),
 		buf: make([]byte, 64<<10)}
@@ -255,7 +259,7 @@ func newJITWatcher(dir string, roots []int, o WatchOptions) *JITWatcher {
 	return w
 }
 
-func (w *JITWatcher) run() {
+func (w *Watcher) run() {
 	defer close(w.done)
 	tick := time.NewTicker(w.interval)
 	defer tick.Stop()
@@ -279,7 +283,7 @@ func (w *JITWatcher) run() {
 }
 
 // close releases what the watcher looks with.
-func (w *JITWatcher) close() {
+func (w *Watcher) close() {
 	if w.inotify >= 0 {
 		unix.Close(w.inotify)
 	}
@@ -290,7 +294,7 @@ func (w *JITWatcher) close() {
 
 // Stop reads what the files grew by since the last look, puts the copies in
 // place and returns their paths. Calls after the first return the same.
-func (w *JITWatcher) Stop() ([]string, error) {
+func (w *Watcher) Stop() ([]string, error) {
 	w.stopOnce.Do(func() { close(w.stop) })
 	<-w.done
 	return w.files, errors.Join(w.errs...)
@@ -298,7 +302,7 @@ func (w *JITWatcher) Stop() ([]string, error) {
 
 // look finds the processes that came and went since the last look, and
 // copies what their files grew by.
-func (w *JITWatcher) look() {
+func (w *Watcher) look() {
 	mono, real := clockNow(unix.CLOCK_MONOTONIC), clockNow(unix.CLOCK_REALTIME)
 	pids, err := w.listPids()
 	if err != nil {
@@ -375,11 +379,11 @@ func (w *JITWatcher) look() {
 // Looked returns when the last look began, in CLOCK_MONOTONIC ns: the
 // copies hold what the files held then, and a process that had exited by
 // then has its copies whole.
-func (w *JITWatcher) Looked() uint64 { return w.looked.Load() }
+func (w *Watcher) Looked() uint64 { return w.looked.Load() }
 
 // removeDropped removes the copies of the exited processes Drop named;
 // those of running ones stay named until they exit.
-func (w *JITWatcher) removeDropped() {
+func (w *Watcher) removeDropped() {
 	w.dropMu.Lock()
 	defer w.dropMu.Unlock()
 	w.dropped = slices.DeleteFunc(w.dropped, func(pid uint32) bool {
@@ -392,7 +396,7 @@ func (w *JITWatcher) removeDropped() {
 }
 
 // removeExited removes the copies of the exited processes del picks.
-func (w *JITWatcher) removeExited(del func(exitedProc) bool) {
+func (w *Watcher) removeExited(del func(exitedProc) bool) {
 	w.exited = slices.DeleteFunc(w.exited, func(e exitedProc) bool {
 		if !del(e) {
 			return false
@@ -407,7 +411,7 @@ func (w *JITWatcher) removeExited(del func(exitedProc) bool) {
 
 // bound publishes the copies' disk use, and says when live copies stop
 // growing for want of room.
-func (w *JITWatcher) bound() {
+func (w *Watcher) bound() {
 	w.bytes.Store(w.used)
 	full := w.maxBytes > 0 && w.used >= w.maxBytes
 	if full && !w.full {
@@ -418,7 +422,7 @@ func (w *JITWatcher) bound() {
 
 // room returns how many of want bytes the copies may still take; a live
 // watcher first removes the oldest exited processes' copies to make room.
-func (w *JITWatcher) room(want int64) int64 {
+func (w *Watcher) room(want int64) int64 {
 	if w.maxBytes <= 0 {
 		return want
 	}
@@ -436,7 +440,7 @@ func (w *JITWatcher) room(want int64) int64 {
 
 // learn reads what the watcher needs first of a process it has not seen
 // at look mono: its parent, and its pid in its own namespace.
-func (w *JITWatcher) learn(pid uint32, mono uint64) *watchedProc {
+func (w *Watcher) learn(pid uint32, mono uint64) *watchedProc {
 	p := &watchedProc{pid: pid, nspid: pid, seen: mono}
 	// A pid used again: the exited process's copies would name the new
 	// one's code.
@@ -454,7 +458,7 @@ func (w *JITWatcher) learn(pid uint32, mono uint64) *watchedProc {
 
 // isPicked tells whether p is recorded: every process is, or it is one of
 // the roots or their descendants (as far as the watcher saw them).
-func (w *JITWatcher) isPicked(p *watchedProc, depth int) bool {
+func (w *Watcher) isPicked(p *watchedProc, depth int) bool {
 	if w.roots == nil || w.roots[p.pid] || p.picked {
 		return true
 	}
@@ -463,7 +467,7 @@ func (w *JITWatcher) isPicked(p *watchedProc, depth int) bool {
 }
 
 // pick marks p recorded, reading its mount namespace.
-func (w *JITWatcher) pick(p *watchedProc) {
+func (w *Watcher) pick(p *watchedProc) {
 	p.picked = true
 	p.mnt, _ = os.Readlink(w.procs.Path(p.pid, "ns", "mnt"))
 	p.foreign = p.mnt != w.ownMnt
@@ -484,7 +488,7 @@ func statusField(status []byte, key string) uint64 {
 
 // open opens path as process p sees it, as its owner, under perf's owner
 // rule; fixedName refuses a symlink on the way.
-func (w *JITWatcher) open(p *watchedProc, path string, fixedName bool) (*os.File, error) {
+func (w *Watcher) open(p *watchedProc, path string, fixedName bool) (*os.File, error) {
 	pr, err := w.procs.Process(p.pid, p.seen)
 	if err != nil {
 		return nil, err
@@ -496,7 +500,7 @@ func (w *JITWatcher) open(p *watchedProc, path string, fixedName bool) (*os.File
 
 // refuse says why a file of p's is not copied: its path and the reason,
 // never what it holds.
-func (w *JITWatcher) refuse(p *watchedProc, err error) {
+func (w *Watcher) refuse(p *watchedProc, err error) {
 	w.note(fmt.Sprintf("process %d: not copied: %v", p.pid, err))
 }
 
@@ -509,7 +513,7 @@ func (p *watchedProc) skipDump(name string) {
 }
 
 // findPerfMap starts copying p's perf map when its /tmp has one.
-func (w *JITWatcher) findPerfMap(p *watchedProc) {
+func (w *Watcher) findPerfMap(p *watchedProc) {
 	name := fmt.Sprintf("perf-%d.map", p.nspid)
 	t := w.tmps[p.mnt]
 	if t != nil && t.names != nil && t.wd >= 0 && !t.names[name] {
@@ -575,7 +579,7 @@ func isPerfMapName(name string) bool {
 
 // readEvents takes the names of the perf maps created in the /tmp
 // directories watched since the last look.
-func (w *JITWatcher) readEvents() {
+func (w *Watcher) readEvents() {
 	if w.inotify < 0 {
 		return
 	}
@@ -618,7 +622,7 @@ func (w *JITWatcher) readEvents() {
 }
 
 // unwatch ends the inotify watch of t, unless another namespace shares it.
-func (w *JITWatcher) unwatch(t *tmpDir) {
+func (w *Watcher) unwatch(t *tmpDir) {
 	if t.wd < 0 {
 		return
 	}
@@ -633,7 +637,7 @@ func (w *JITWatcher) unwatch(t *tmpDir) {
 
 // listPids lists the processes in /proc, reading its entries in place:
 // the look that costs most when nothing changes.
-func (w *JITWatcher) listPids() ([]uint32, error) {
+func (w *Watcher) listPids() ([]uint32, error) {
 	if w.proc == nil {
 		var err error
 		if w.proc, err = os.Open(string(w.procs)); err != nil {
@@ -656,7 +660,7 @@ func (w *JITWatcher) listPids() ([]uint32, error) {
 		// struct linux_dirent64: ino, off (8 bytes each), reclen (2), type
 		// (1), the name ending in NUL.
 		for b := w.buf[:n]; len(b) >= 19; {
-			reclen := int(le.Uint16(b[16:]))
+			reclen := int(binary.NativeEndian.Uint16(b[16:]))
 			if reclen < 19 || reclen > len(b) {
 				break
 			}
@@ -681,30 +685,30 @@ func (w *JITWatcher) listPids() ([]uint32, error) {
 }
 
 // findDumps starts copying the dumps p maps that it is not copying yet.
-func (w *JITWatcher) findDumps(p *watchedProc) {
+func (w *Watcher) findDumps(p *watchedProc) {
 	maps, err := os.ReadFile(w.procs.Path(p.pid, "maps"))
 	if err != nil {
 		return
 	}
-	ms, err := parseMaps(maps)
+	ms, err := procfs.ParseMaps(maps)
 	if err != nil {
 		return
 	}
 	for _, m := range ms {
-		if m.prot&unix.PROT_EXEC == 0 || !jitsources.IsMarker(m.name) || p.dumps[m.name] != nil || p.refused[m.name] {
+		if m.Prot&unix.PROT_EXEC == 0 || !jitsources.IsMarker(m.Name) || p.dumps[m.Name] != nil || p.refused[m.Name] {
 			continue
 		}
 		if len(p.dumps) > 0 {
-			w.note(fmt.Sprintf("process %d maps a second dump, %s: only its first is copied", p.pid, m.name))
+			w.note(fmt.Sprintf("process %d maps a second dump, %s: only its first is copied", p.pid, m.Name))
 			continue
 		}
-		src, err := w.open(p, m.name, false)
+		src, err := w.open(p, m.Name, false)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			w.refuse(p, err)
-			p.skipDump(m.name)
+			p.skipDump(m.Name)
 			continue
 		}
 		tl, err := w.newTail(src, filepath.Join(w.dir, fmt.Sprintf("jit-%d.dump", p.pid)), false)
@@ -713,19 +717,19 @@ func (w *JITWatcher) findDumps(p *watchedProc) {
 			if !errors.Is(err, errFull) {
 				w.fail(err)
 			}
-			p.skipDump(m.name)
+			p.skipDump(m.Name)
 			continue
 		}
 		tl.dump = true
 		if p.dumps == nil {
 			p.dumps = make(map[string]*tail)
 		}
-		p.dumps[m.name] = tl
+		p.dumps[m.Name] = tl
 	}
 }
 
 // newTail starts copying src to dst; a perf map gets a times file.
-func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, error) {
+func (w *Watcher) newTail(src *os.File, dst string, perfMap bool) (*tail, error) {
 	if !w.live && w.room(1) == 0 {
 		// An empty copy would hide the file it stands for from the
 		// report.
@@ -768,7 +772,7 @@ func (w *JITWatcher) newTail(src *os.File, dst string, perfMap bool) (*tail, err
 // last copy, once the process has exited or the watcher stops. The size is
 // taken once, so a file growing meanwhile is copied at the next look, and
 // cut to the room the bound leaves.
-func (w *JITWatcher) copy(t *tail, mono, real uint64, final bool) {
+func (w *Watcher) copy(t *tail, mono, real uint64, final bool) {
 	first := !t.read
 	t.read = true
 	if t.done || w.full && !final {
@@ -861,14 +865,14 @@ const maxCutNotes = 3
 var errFull = errors.New("the copies are at their bound")
 
 // wrote counts n more bytes of t's copies.
-func (w *JITWatcher) wrote(t *tail, n int64) {
+func (w *Watcher) wrote(t *tail, n int64) {
 	t.written += n
 	w.used += n
 }
 
 // stopCopy ends t's copy, saying why (never with what the file holds);
 // what was copied stays.
-func (w *JITWatcher) stopCopy(t *tail, why error) {
+func (w *Watcher) stopCopy(t *tail, why error) {
 	t.done = true
 	w.note(fmt.Sprintf("%s: %v", t.dst, why))
 }
@@ -921,7 +925,7 @@ func stamp(mtime unix.Timespec, mono, real, lastMon uint64) uint64 {
 
 // finish copies the rest of p's files and puts the copies in place; a live
 // watcher's stay where they are, kept until dropped.
-func (w *JITWatcher) finish(p *watchedProc) {
+func (w *Watcher) finish(p *watchedProc) {
 	var exited exitedProc
 	for _, t := range append([]*tail{p.perfMap}, slices.Collect(maps.Values(p.dumps))...) {
 		if t == nil {
@@ -972,7 +976,7 @@ func (w *JITWatcher) finish(p *watchedProc) {
 
 // fail keeps an error for Stop, the first few of them: the watcher goes on
 // with the other files.
-func (w *JITWatcher) fail(err error) {
+func (w *Watcher) fail(err error) {
 	if w.failed++; w.failed <= 3 {
 		w.errs = append(w.errs, err)
 	}

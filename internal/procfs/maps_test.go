@@ -1,0 +1,46 @@
+package procfs
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseMapsLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want Mapping
+		err  string
+	}{
+		{line: "55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766                     /usr/bin/sleep",
+			want: Mapping{Start: 0x55ade6605000, End: 0x55ade660a000, Pgoff: 0x2000, Prot: unix.PROT_READ | unix.PROT_EXEC,
+				Flags: unix.MAP_PRIVATE, Maj: 0xfe, Ino: 247766, Name: "/usr/bin/sleep"}},
+		{line: "7f0000000000-7f0000001000 r-xs 00000000 103:02 12 /tmp/my dir/jit-12.dump (deleted)",
+			want: Mapping{Start: 0x7f0000000000, End: 0x7f0000001000, Prot: unix.PROT_READ | unix.PROT_EXEC,
+				Flags: unix.MAP_SHARED, Maj: 0x103, Min: 2, Ino: 12, Name: "/tmp/my dir/jit-12.dump (deleted)"}},
+		{line: "7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ",
+			want: Mapping{Start: 0x7f0000000000, End: 0x7f0000001000, Prot: unix.PROT_READ | unix.PROT_WRITE | unix.PROT_EXEC,
+				Flags: unix.MAP_PRIVATE, Name: "//anon"}},
+		{line: "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
+			want: Mapping{Start: 0xffffffffff600000, End: 0xffffffffff601000, Prot: unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Name: "[vsyscall]"}},
+		{line: "", err: "start address"},
+		{line: "10-0 r-xp 0 00:00 0", err: "end address"},
+		{line: "0-10 r-x 0 00:00 0", err: "permissions"},
+		{line: "0-10 r-xp zz 00:00 0", err: "offset"},
+		{line: "0-10 r-xp 0 0000 0", err: "device"},
+		{line: "0-10 r-xp 0 00:00 -1", err: "inode"},
+	} {
+		got, err := parseMapsLine(tc.line)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one about the %s", tc.line, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q:\n got %+v, %v\nwant %+v", tc.line, got, err, tc.want)
+		}
+	}
+}
+
