@@ -191,14 +191,13 @@ const jniEDetached = -2
 // checkMaps refuses a process that is no HotSpot JVM or that already
 // writes a jitdump.
 func checkMaps(proc procfs.FS, p procfs.Process) error {
-	f, err := os.Open(proc.Path(p.Pid, "maps"))
+	b, err := os.ReadFile(proc.Path(p.Pid, "maps"))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	m, err := scanMaps(f, p.NSpid)
+	m, err := scanMaps(b, p.NSpid)
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.Name(), err)
+		return fmt.Errorf("%s: %w", proc.Path(p.Pid, "maps"), err)
 	}
 	if m.jitdump != "" {
 		return fmt.Errorf("%w (%s)", ErrAttached, m.jitdump)

@@ -1,11 +1,11 @@
 package hotspot
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"path"
 	"strings"
+
+	"github.com/jitprof/jitprof/internal/procfs"
 )
 
 // mapped is what a process's memory map tells about it here.
@@ -19,21 +19,21 @@ type mapped struct {
 	jitdump string
 }
 
-// scanMaps reads a /proc/PID/maps for a process whose own pid is nspid. A
-// line's path is everything after the fifth field (it may hold spaces);
+// scanMaps reads a /proc/PID/maps for a process whose own pid is nspid;
 // the kernel adds " (deleted)" to a file unlinked since.
-func scanMaps(r io.Reader, nspid uint32) (mapped, error) {
+func scanMaps(b []byte, nspid uint32) (mapped, error) {
 	var m mapped
+	ms, err := procfs.ParseMaps(b)
+	if err != nil {
+		return m, err
+	}
 	openj9 := false
 	marker := fmt.Sprintf("jit-%d.dump", nspid)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<10) // a path is at most PATH_MAX
-	for sc.Scan() {
-		p := mapPath(sc.Text())
+	for _, mp := range ms {
+		p := strings.TrimSuffix(mp.Name, " (deleted)")
 		if !strings.HasPrefix(p, "/") {
 			continue
 		}
-		p = strings.TrimSuffix(p, " (deleted)")
 		switch base := path.Base(p); {
 		case base == "libjvm.so":
 			m.hotspot = true
@@ -44,19 +44,5 @@ func scanMaps(r io.Reader, nspid uint32) (mapped, error) {
 		}
 	}
 	m.hotspot = m.hotspot && !openj9
-	return m, sc.Err()
-}
-
-// mapPath returns the path field of a maps line, "" if it has none.
-func mapPath(line string) string {
-	rest := line
-	for range 5 {
-		rest = strings.TrimLeft(rest, " ")
-		i := strings.IndexByte(rest, ' ')
-		if i < 0 {
-			return ""
-		}
-		rest = rest[i:]
-	}
-	return strings.TrimLeft(rest, " ")
+	return m, nil
 }
