@@ -11,6 +11,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/jitprof/jitprof/internal/foreign"
@@ -241,7 +242,7 @@ func (d *Dump) newCode() *Code {
 // keepName returns a copy of name in the current block of names.
 func (d *Dump) keepName(name string) string {
 	if len(name) > nameBlock/8 {
-		return string([]byte(name)) // a long one gets its own
+		return strings.Clone(name) // a long one gets its own
 	}
 	if cap(d.names)-len(d.names) < len(name) {
 		d.names = make([]byte, 0, nameBlock)
