@@ -43,4 +43,3 @@ func TestParseMapsLine(t *testing.T) {
 		}
 	}
 }
-
