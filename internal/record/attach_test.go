@@ -324,6 +324,14 @@ func TestDumpPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			// Start returns once the child is past the point of no return
+			// of its exec, which can be before the kernel has laid out its
+			// new environment: an empty environ until then.
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				if b, _ := os.ReadFile(procfs.Host.Path(uint32(cmd.Process.Pid), "environ")); len(b) > 0 {
+					break
+				}
+			}
 			err := dumpPlace(procfs.Host, uint32(cmd.Process.Pid))
 			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 				t.Errorf("got %v, want %q", err, tt.want)
