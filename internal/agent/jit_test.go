@@ -96,9 +96,11 @@ func TestContainer(t *testing.T) {
 		t.Run(flag, func(t *testing.T) {
 			dir := t.TempDir()
 			windows, pp := filepath.Join(dir, "windows"), filepath.Join(dir, "pprof")
-			// One window, read after the container is gone.
+			// One window, read after the container is gone. At 2999 Hz,
+			// node's 3 s give CheckCPUShares its thousand samples even
+			// with a quarter of a CPU (CI runs packages side by side).
 			ag := start(t, dir, jitprof, "agent", "--keep-windows", windows, "--pprof-dir", pp,
-				"--window", "1m", "-F", "999", "-q")
+				"--window", "1m", "-F", "2999", "-q")
 			time.Sleep(1500 * time.Millisecond) // sampling
 			pid, wait := fixtures.NodeContainer(t, flag, 3)
 			if st, err := procfs.Host.Status(uint32(pid)); err != nil || st.NSpid == uint32(pid) {
