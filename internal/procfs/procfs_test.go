@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,4 +90,17 @@ func TestHostSelf(t *testing.T) {
 
 func credOf(uid, gid uint32, groups ...uint32) foreign.Cred {
 	return foreign.Cred{Uid: uid, Gid: gid, Groups: groups}
+}
+
+// FuzzParseStatus: a status parsed whole has the three lines it needs, and
+// nothing in it makes the parser panic.
+func FuzzParseStatus(f *testing.F) {
+	f.Add([]byte("Name:\tnode\nUid:\t1 2 3 4\nGid:\t5 6 7 8\nGroups:\t9\nNSpid:\t42\t1\n"))
+	f.Add([]byte("NSpid:\nUid:\t1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseStatus(b)
+		if err == nil && (!bytes.Contains(b, []byte("NSpid:")) || !bytes.Contains(b, []byte("Uid:")) || !bytes.Contains(b, []byte("Gid:"))) {
+			t.Fatalf("parsed %+v from a status without NSpid, Uid or Gid", s)
+		}
+	})
 }
