@@ -101,7 +101,9 @@ func TestJVMDWARFStacks(t *testing.T) {
 
 	jvm := runningJVM(t, home, "-cp", classes, "Work", "120000")
 	pid := jvm.Process.Pid
-	waitCPU(t, pid, time.Second)
+	// Warm, as a service is when it is attached to: its compilations,
+	// which take the JVM's compiler threads' CPU, mostly done.
+	waitCPU(t, pid, 2*time.Second)
 	jcmd := filepath.Join(home, "bin", "jcmd")
 	jfr := filepath.Join(dir, "run.jfr")
 	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.start", "name=dwarf", "settings=profile", "filename=" + jfr})
