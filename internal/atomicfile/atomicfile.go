@@ -79,17 +79,22 @@ func (m Mode) Write(name string, write func(io.Writer) error) error {
 // A name that is a device or a FIFO already (-o /dev/null, a pipe) is
 // written in place instead: renaming over it would put a file where the
 // device was (root's /dev/null made a regular file). Commit then only
-// closes it.
+// closes it. What name is is asked of the file opened (never a stat before
+// the open), in a directory CheckDir passed, where no other user can put
+// a link or a FIFO.
 func (m Mode) CreateTemp(name string) (*os.File, error) {
-	if fi, err := os.Stat(name); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		return os.OpenFile(name, os.O_WRONLY, 0)
-	}
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
 	}
 	if err := CheckDir(dir); err != nil {
 		return nil, err
+	}
+	if f, err := os.OpenFile(name, os.O_WRONLY|unix.O_NOCTTY, 0); err == nil {
+		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+			return f, nil
+		}
+		f.Close() // a regular file: replaced by the rename, not written
 	}
 	for range 100 {
 		tmp := filepath.Join(dir, "."+base+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
