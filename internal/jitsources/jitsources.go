@@ -343,8 +343,7 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 	var inRoot []foreign.Path
 	if p, err := host.proc().Process(m.Pid, m.Time); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
-		atPath.Rules = p.Rules(host.Force)
-		atPath.Rules.Root, atPath.Rules.NoSymlinks = "", true
+		atPath.Rules = atHost(p, host.Force)
 	}
 	if base != own {
 		for _, d := range dirs {

@@ -119,8 +119,7 @@ func PerfMapPaths(host Host, pid uint32, seen uint64, dirs []string) []foreign.P
 	inTmp := foreign.Path{Name: filepath.Join("/tmp", name), Rules: foreign.Rules{NoSymlinks: true}}
 	if p, err := host.proc().Process(pid, seen); err == nil {
 		paths = append(paths, foreign.Path{Name: fmt.Sprintf("/tmp/perf-%d.map", p.NSpid), Rules: p.Rules(host.Force)})
-		inTmp.Rules = p.Rules(host.Force)
-		inTmp.Rules.Root, inTmp.Rules.NoSymlinks = "", true
+		inTmp.Rules = atHost(p, host.Force)
 	}
 	return append(paths, inTmp)
 }
@@ -148,30 +147,56 @@ const maxPerfMap = perfmap.MaxFileSize
 // map then has: the copy's times still say when its lines were seen.
 // refused are the reasons paths that are there were not read.
 func PickPerfMap(paths []foreign.Path) (m, times foreign.Path, ok bool, refused []error) {
-	var first []byte
+	var size int64
+	var data []byte // m's, read only once a later map is longer
 	for _, p := range paths {
-		f, err := p.Open()
+		n, err := sizeOf(p)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
 				refused = append(refused, err)
 			}
 			continue
 		}
-		data, err := foreign.ReadAll(f, maxPerfMap)
-		f.Close()
-		if err != nil {
-			refused = append(refused, err)
-			continue
-		}
 		if !ok {
-			m, times, ok, first = p, timesOf(p), true, data
+			m, times, ok, size = p, timesOf(p), true, n
 			continue
 		}
-		if len(data) > len(first) && bytes.HasPrefix(data, first) {
-			m, first = p, data
+		if n <= size {
+			continue
+		}
+		if data == nil {
+			if data, err = readHead(m, size); err != nil {
+				refused = append(refused, err)
+				continue
+			}
+		}
+		if head, err := readHead(p, size); err == nil && bytes.Equal(head, data) {
+			m, size, data = p, n, nil
 		}
 	}
 	return m, times, ok, refused
+}
+
+// sizeOf is the size of the perf map at p, within the bounds it is read in.
+func sizeOf(p foreign.Path) (int64, error) {
+	f, err := p.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return foreign.Size(f, maxPerfMap)
+}
+
+// readHead reads the first n bytes of the perf map at p.
+func readHead(p foreign.Path, n int64) ([]byte, error) {
+	f, err := p.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	_, err = io.ReadFull(f, b)
+	return b, err
 }
 
 // timesOf is the times file of the perf map at p.
@@ -275,4 +300,13 @@ func (s *spans) add(start, end uint64) {
 		start, end = min(start, r.start), max(end, r.end)
 	}
 	s.t.ReplaceOrInsert(span{start, end})
+}
+
+// atHost are the rules for a file of process p at a path of this side,
+// which the kernel recorded, or a runtime wrote at a fixed name, with every
+// link resolved: as p's owner, with no symlink in the path.
+func atHost(p procfs.Process, force bool) foreign.Rules {
+	r := p.Rules(force)
+	r.Root, r.NoSymlinks = "", true
+	return r
 }
