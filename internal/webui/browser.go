@@ -9,9 +9,12 @@ import (
 	"strings"
 )
 
-// openPage sends the browser on to the interface's URL.
+// openPage sends the browser on to the interface's URL: by script while the
+// page is parsed, before it has loaded (a headless browser's --dump-dom
+// could otherwise take this page, a meta refresh being a navigation after
+// the load), by the refresh where scripts are off, by the link by hand.
 var openPage = template.Must(template.New("open").Parse(
-	`<!DOCTYPE html><meta http-equiv="refresh" content="0; url={{.}}"><title>jitprof</title><a href="{{.}}">jitprof</a>` + "\n"))
+	`<!DOCTYPE html><script>location.replace({{.}})</script><meta http-equiv="refresh" content="0; url={{.}}"><title>jitprof</title><a href="{{.}}">jitprof</a>` + "\n"))
 
 // openBrowser opens url in the browser pprof would choose: $BROWSER, else
 // the first of chrome, google-chrome, chromium, firefox, sensible-browser

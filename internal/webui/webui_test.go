@@ -391,7 +391,8 @@ func TestOpenBrowser(t *testing.T) {
 		t.Fatalf("the browser wrote no page in 2 minutes:\n%s", stderr)
 	}
 	if !bytes.Contains(page, []byte("openedWork")) {
-		t.Errorf("the browser's page does not show the profile:\n%s", page)
+		stderr, _ := os.ReadFile(dom + ".err")
+		t.Errorf("the browser's page does not show the profile:\n%s\nits errors:\n%s", page, stderr)
 	}
 	argv, err := os.ReadFile(args)
 	if err != nil {
