@@ -202,7 +202,9 @@ func (r *Reader) resync() Record {
 	}
 	head := r.data[r.off:]
 	size := r.ord.u32(head[4:])
-	why := fmt.Sprintf("runs past the end of the file (%d bytes present)", len(head))
+	// Not how many bytes are present: a dump read again as it grows must
+	// say the same of the same skip as one read whole.
+	why := "runs past the end of the file"
 	switch {
 	case size < RecordHeaderSize:
 		why = "is smaller than the record header"
