@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -18,23 +19,28 @@ import (
 )
 
 // TestOffCPUTruth: programs that print their own truth, recorded with
-// --off-cpu: the share of its main thread's time its blocking function
-// spent off the CPU is the program's within 3 points, a function that
-// only spins is not blocked (preempted aside: the machine may be busy),
-// and the wall-clock view of the main thread adds up to its life, from
-// its first record to its exit as the kernel timed them, within 2%. Node sleeps in a
-// JS function (Atomics.wait), named from its dump; CPython 3.11 blocks in
-// os.read on a pipe, named by libpython's symbols.
+// --off-cpu: for each thread a program reports, the share of its time its
+// blocking function spent off the CPU is the program's within 3 points, a
+// function that only spins is not blocked (preempted aside: the machine
+// may be busy), and the wall-clock view of the thread adds up to its life,
+// from its first record to its exit as the kernel timed them, within 2%.
+// Node sleeps in a JS function (Atomics.wait), named from its dump;
+// CPython 3.11 blocks in os.read on a pipe, named by libpython's symbols;
+// Java's threads wait for a ReentrantLock the others hold, its frames
+// named from the JVMTI agent's dump, and JFR times the same run's parks
+// (jdk.ThreadPark), the time off the CPU under Unsafe.park, independently.
 func TestOffCPUTruth(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs node and python under record")
+		t.Skip("runs node, python and java under record")
 	}
 	for _, tc := range []struct {
 		name, tool, script string
 		blocker, spinner   string // a frame of the blocking function, and of the spinning one
+		jfr                bool   // the JVM records its parks with JFR
 	}{
-		{"node", "node", "offcpu_sleeper.js", "JS:~sleeper", "spinner"},
-		{"python", "python3", "offcpu_pipe.py", "os_read", "_PyEval_EvalFrameDefault"},
+		{"node", "node", "offcpu_sleeper.js", "JS:~sleeper", "spinner", false},
+		{"python", "python3", "offcpu_pipe.py", "os_read", "_PyEval_EvalFrameDefault", false},
+		{"java", "java", "OffCPULock.java", "OffCPULock.waitForLock(", "OffCPULock.spin(", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := exec.LookPath(tc.tool); err != nil {
@@ -44,10 +50,19 @@ func TestOffCPUTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			command := []string{tc.tool, script}
 			dir := t.TempDir()
+			jfr := filepath.Join(dir, "park.jfr")
+			if tc.jfr {
+				settings, err := filepath.Abs(filepath.Join("testdata", "offcpu_park.jfc"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				command = []string{tc.tool, "-XX:StartFlightRecording=filename=" + jfr + ",settings=" + settings, script}
+			}
 			t.Chdir(dir)
 			data := filepath.Join(dir, "perf.data")
-			code, stdout, stderr := jitprofMsg(t, "record", "--off-cpu", "--call-graph", "dwarf", "-o", data, "--", tc.tool, script)
+			code, stdout, stderr := jitprofMsg(t, append([]string{"record", "--off-cpu", "--call-graph", "dwarf", "-o", data, "--"}, command...)...)
 			if code != 0 {
 				t.Fatalf("record: exit %d:\n%s", code, stderr)
 			}
@@ -62,11 +77,16 @@ func TestOffCPUTruth(t *testing.T) {
 					t.Errorf("perf script (%v) shows no switch-out sample or no switch record:\n%.2000s", err, out)
 				}
 			}
-			m := regexp.MustCompile(`truth \S+ (\S+)`).FindStringSubmatch(stdout)
-			if m == nil {
+			// A line per thread: "truth FUNCTION [TID] BLOCKED_S", the
+			// main thread's without a TID.
+			truths := regexp.MustCompile(`(?m)^truth \S+ (?:(\d+) )?(\S+)`).FindAllStringSubmatch(stdout, -1)
+			if truths == nil {
 				t.Fatalf("the program printed no truth:\n%s", stdout)
 			}
-			blocked, _ := strconv.ParseFloat(m[1], 64)
+			var parks map[int64]float64
+			if tc.jfr {
+				parks = jfrParks(t, jfr)
+			}
 
 			opts := perfprof.Options{Input: data, View: perfprof.WallView}
 			opts.Warn = func(err error) { t.Logf("warning: %v", err) }
@@ -74,52 +94,122 @@ func TestOffCPUTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The main thread: the one with the most wall-clock time
-			// whose tid is its pid.
-			walls := map[int64]int64{}
-			for _, s := range res.Profile.Sample {
-				if pid, tid := s.NumLabel["pid"][0], s.NumLabel["tid"][0]; pid == tid {
-					walls[tid] += s.Value[1]
+			for _, m := range truths {
+				blocked, err := strconv.ParseFloat(m[2], 64)
+				if err != nil {
+					t.Fatalf("truth %q: %v", m[0], err)
 				}
-			}
-			var main int64
-			for tid, w := range walls {
-				if w > walls[main] {
-					main = tid
+				tid := mainThread(res.Profile)
+				if m[1] != "" {
+					tid, _ = strconv.ParseInt(m[1], 10, 64)
 				}
-			}
-			var wall, offBlocker, offSpinner, cpu int64
-			for _, s := range res.Profile.Sample {
-				if s.NumLabel["tid"][0] != main {
-					continue
+				var wall, offBlocker, offSpinner, offPark, cpu int64
+				for _, s := range res.Profile.Sample {
+					if s.NumLabel["tid"][0] != tid {
+						continue
+					}
+					wall += s.Value[1]
+					cpu += s.Value[2]
+					if hasFrame(s.Location, tc.blocker) {
+						offBlocker += s.Value[3]
+					}
+					if hasFrame(s.Location, tc.spinner) && !hasFrame(s.Location, tc.blocker) && !hasFrame(s.Location, perfprof.PreemptedFrame) {
+						offSpinner += s.Value[3]
+					}
+					if hasFrame(s.Location, javaPark) {
+						offPark += s.Value[3]
+					}
 				}
-				wall += s.Value[1]
-				cpu += s.Value[2]
-				if hasFrame(s.Location, tc.blocker) {
-					offBlocker += s.Value[3]
+				sec := func(ns int64) float64 { return float64(ns) / 1e9 }
+				age := sec(lifetime(t, data, uint32(tid)))
+				t.Logf("thread %d: wall %.3f s (cpu %.3f), age %.3f s; %s off the CPU %.3f s, truth %.3f s; %s %.3f s",
+					tid, sec(wall), sec(cpu), age, tc.blocker, sec(offBlocker), blocked, tc.spinner, sec(offSpinner))
+				if got, want := 100*sec(offBlocker)/sec(wall), 100*blocked/age; got < want-3 || got > want+3 {
+					t.Errorf("thread %d: %s off the CPU: %.1f%% of its time, truth %.1f%%", tid, tc.blocker, got, want)
 				}
-				if hasFrame(s.Location, tc.spinner) && !hasFrame(s.Location, tc.blocker) && !hasFrame(s.Location, perfprof.PreemptedFrame) {
-					offSpinner += s.Value[3]
+				if want := 100 * blocked / age; want < 10 {
+					t.Errorf("thread %d blocked %.1f%% of its time: too little to tell anything", tid, want)
 				}
-			}
-			sec := func(ns int64) float64 { return float64(ns) / 1e9 }
-			age := sec(lifetime(t, data, uint32(main)))
-			t.Logf("main thread %d: wall %.3f s (cpu %.3f), age %.3f s; %s off the CPU %.3f s, truth %.3f s; %s %.3f s",
-				main, sec(wall), sec(cpu), age, tc.blocker, sec(offBlocker), blocked, tc.spinner, sec(offSpinner))
-			if got, want := 100*sec(offBlocker)/sec(wall), 100*blocked/age; got < want-3 || got > want+3 {
-				t.Errorf("%s off the CPU: %.1f%% of the main thread's time, truth %.1f%%", tc.blocker, got, want)
-			}
-			if want := 100 * blocked / age; want < 10 {
-				t.Errorf("the program blocked %.1f%% of its time: too little to tell anything", want)
-			}
-			if got := 100 * sec(offSpinner) / sec(wall); got > 3 {
-				t.Errorf("%s, which never blocks, off the CPU %.1f%% of the time", tc.spinner, got)
-			}
-			if r := sec(wall) / age; r < 0.98 || r > 1.02 {
-				t.Errorf("the main thread's wall-clock time is %.3f s, its age %.3f s (ratio %.3f)", sec(wall), age, r)
+				if got := 100 * sec(offSpinner) / sec(wall); got > 3 {
+					t.Errorf("thread %d: %s, which never blocks, off the CPU %.1f%% of the time", tid, tc.spinner, got)
+				}
+				if r := sec(wall) / age; r < 0.98 || r > 1.02 {
+					t.Errorf("thread %d: wall-clock time %.3f s, its age %.3f s (ratio %.3f)", tid, sec(wall), age, r)
+				}
+				if tc.jfr {
+					t.Logf("thread %d: off the CPU under %s %.3f s, JFR's parks %.3f s", tid, javaPark, sec(offPark), parks[tid])
+					if got, want := 100*sec(offPark)/sec(wall), 100*parks[tid]/age; got < want-3 || got > want+3 {
+						t.Errorf("thread %d: off the CPU under %s %.1f%% of its time, JFR's parks %.1f%%", tid, javaPark, got, want)
+					}
+				}
 			}
 		})
 	}
+}
+
+// javaPark is the frame of the native method a JVM parks its threads in.
+const javaPark = "jdk.internal.misc.Unsafe.park("
+
+// mainThread returns the thread with the most wall-clock time of those
+// whose tid is their pid.
+func mainThread(p *profile.Profile) int64 {
+	walls := map[int64]int64{}
+	for _, s := range p.Sample {
+		if pid, tid := s.NumLabel["pid"][0], s.NumLabel["tid"][0]; pid == tid {
+			walls[tid] += s.Value[1]
+		}
+	}
+	var main int64
+	for tid, w := range walls {
+		if w > walls[main] {
+			main = tid
+		}
+	}
+	return main
+}
+
+// jfrParks returns the seconds each thread spent parked, by its kernel
+// tid, as the jdk.ThreadPark events of a JFR recording time them.
+func jfrParks(t *testing.T, recording string) map[int64]float64 {
+	t.Helper()
+	out, err := exec.Command(fixtures.LookPath(t, "jfr"), "print", "--json", "--stack-depth", "1", "--events", "jdk.ThreadPark", recording).Output()
+	if err != nil {
+		t.Fatalf("jfr print %s: %v", recording, err)
+	}
+	var doc struct {
+		Recording struct {
+			Events []struct {
+				Values struct {
+					Duration    string
+					EventThread struct{ OSThreadID int64 }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("jfr print %s: %v", recording, err)
+	}
+	parks := map[int64]float64{}
+	// java.time.Duration's text: PT[nH][nM][n.nS].
+	iso := regexp.MustCompile(`^PT(?:(\d+)H)?(?:(\d+)M)?(?:([\d.]+)S)?$`)
+	for _, e := range doc.Recording.Events {
+		m := iso.FindStringSubmatch(e.Values.Duration)
+		if m == nil {
+			t.Fatalf("jfr print %s: a park's duration %q", recording, e.Values.Duration)
+		}
+		var d float64
+		for i, unit := range []float64{3600, 60, 1} {
+			if m[i+1] != "" {
+				v, _ := strconv.ParseFloat(m[i+1], 64)
+				d += v * unit
+			}
+		}
+		parks[e.Values.EventThread.OSThreadID] += d
+	}
+	if len(parks) == 0 {
+		t.Fatalf("jfr print %s: no jdk.ThreadPark event", recording)
+	}
+	return parks
 }
 
 // lifetime is the time from tid's first record (its exec when the exec
