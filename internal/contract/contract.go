@@ -105,3 +105,22 @@ func (f *Files) Path(path string) string {
 	}
 	return path
 }
+
+// The sample types of time on and off the CPU, which the off-CPU and
+// wall-clock profiles carry (perfprof's views) and the HTML timeline reads.
+const (
+	CPUType    = "cpu"
+	OffCPUType = "off-cpu"
+)
+
+// A timeline profile (perfprof.Options.Timeline) splits each thread's
+// samples by when they were taken: every sample carries the numeric labels
+// SlotLabel, the index of its time slot counted from the recording's
+// first, and SlotWidthLabel, the slots' width in nanoseconds, the same for
+// all. A blocked interval that spans slots is split across them by time.
+// Time slots rather than times keep the profile's size bounded: a few
+// hundred slots per distinct stack at most.
+const (
+	SlotLabel      = "timeslot"
+	SlotWidthLabel = "timeslot_ns"
+)

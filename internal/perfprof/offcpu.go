@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/perfdata"
 )
@@ -32,8 +33,8 @@ const (
 // profile holds cpu and off-cpu apart, pprof -sample_index picks either,
 // and wall, their sum, is the default.
 const (
-	OffCPUType = "off-cpu"
-	CPUType    = "cpu"
+	OffCPUType = contract.OffCPUType
+	CPUType    = contract.CPUType
 	WallType   = "wall"
 )
 
@@ -234,10 +235,7 @@ func (a *aggregator) settle() {
 			if sw.preempt {
 				key.node = a.preemptedNode(key.node)
 			}
-			tot := a.stacks[key]
-			tot.count++
-			tot.off += int64(until - from)
-			a.stacks[key] = tot
+			a.addBlocked(key, from, until)
 		}
 		o.unpaired += len(th.samples) - next
 	}

@@ -51,6 +51,9 @@ type Options struct {
 	// View says what the profile measures: the event, or time off the
 	// CPU, or both in time (see offcpu.go).
 	View View
+	// Timeline splits each thread's samples by time slot, labelled as
+	// contract.SlotLabel says, for the HTML page's timeline (timeline.go).
+	Timeline bool
 }
 
 // Filter selects samples; zero values select all.
@@ -268,6 +271,7 @@ type pathNode struct{ loc, id uint32 }
 type stackKey struct {
 	pid, tid, comm uint32
 	node           uint32
+	slot           uint32 // of its time, with a timeline
 }
 
 // total is what a distinct sample adds up.
@@ -346,6 +350,7 @@ type aggregator struct {
 	unwinder              *unwinder // nil when the samples hold no user stacks to unwind
 	first, last           uint64
 	off                   *offCPU // with an off-CPU or wall-clock view
+	timeline              *timeline
 }
 
 func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*aggregator, error) {
@@ -414,6 +419,12 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 	}
 	if err := a.setView(attrs, opts.View, opts.Input); err != nil {
 		return nil, err
+	}
+	if opts.Timeline {
+		a.timeline = &timeline{shift: firstSlotShift}
+		if err := a.checkTimeline(opts.Input); err != nil {
+			return nil, err
+		}
 	}
 	for at := range a.attrs {
 		if at.SampleType&perfdata.SampleStackUser != 0 {
@@ -591,7 +602,7 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		leaf = id
 		a.path = append(a.path, pathNode{loc, id})
 	}
-	key := stackKey{s.Pid, s.Tid, commID, leaf}
+	key := stackKey{s.Pid, s.Tid, commID, leaf, a.slot(t)}
 	if a.off != nil && a.off.attrs[s.Attr] {
 		a.off.keep(key)
 		return

@@ -190,19 +190,19 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		str map[string][]string
 		num map[string][]int64
 	}
-	labelsOf := make(map[[3]uint32]labels)
+	labelsOf := make(map[[4]uint32]labels)
 	keys := slices.SortedFunc(maps.Keys(a.stacks), func(x, y stackKey) int { // a stable order for stable output
-		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.node, y.node))
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.node, y.node), cmp.Compare(x.slot, y.slot))
 	})
 	p.Sample = make([]*profile.Sample, 0, len(keys))
 	for _, k := range keys {
 		tot := a.stacks[k]
-		th := [3]uint32{k.pid, k.tid, k.comm}
+		th := [4]uint32{k.pid, k.tid, k.comm, k.slot}
 		l, ok := labelsOf[th]
 		if !ok {
 			l = labels{
 				str: map[string][]string{"comm": {a.comms[k.comm]}},
-				num: map[string][]int64{"pid": {int64(k.pid)}, "tid": {int64(k.tid)}},
+				num: a.numLabels(k),
 			}
 			labelsOf[th] = l
 		}
