@@ -51,10 +51,19 @@ Call chains come from frame pointers (-g, on by default). --call-graph
 dwarf copies each sample's user registers and stack and unwinds them as
 jitprof report does: whole stacks through code built without frame
 pointers (CPython's -X perf_jit trampolines, Debian's libc), at about 8 KB
-a sample instead of a hundred bytes.`,
+a sample instead of a hundred bytes.
+
+--off-cpu adds the time threads spend off their CPU, blocked or waiting to
+run, by the stack they blocked in, as jitprof record --off-cpu: the pprof
+files hold report --wall's sample types (wall, cpu, off-cpu, in
+nanoseconds), and the collector gets a cpu and an off-cpu profile for each
+process. A block under way when a window ends is cut there: each window
+counts the time within it, the next the rest. Blocks that began before the
+agent started are not counted.`,
 		Example: `  jitprof agent --otlp localhost:4317
   jitprof agent --pprof-dir /var/lib/jitprof --window 60s
   jitprof agent -p $(pgrep -n node) --otlp collector:4317 --duration 5m
+  jitprof agent --off-cpu --otlp localhost:4317 --window 30s
   jitprof agent --call-graph dwarf --cgroup /system.slice/app.service --pprof-dir /var/lib/jitprof`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,6 +75,7 @@ a sample instead of a hundred bytes.`,
 				return err
 			}
 			o.PprofMaxBytes, o.JITCopyMaxBytes = maxMB<<20, jitMB<<20
+			o.OffCPU = cmd.Flags().Changed("off-cpu")
 			stderr := cmd.ErrOrStderr()
 			o.Log = func(msg string) {
 				if !quiet {
@@ -88,6 +98,8 @@ a sample instead of a hundred bytes.`,
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
 	f.BoolVarP(&fp, "frame-pointers", "g", true, "record call chains by frame pointers, as jitprof record -g (-g=false: the sampled address only)")
 	f.StringVar(&graph, "call-graph", "", "record call chains: `MODE` fp (frame pointers, the default) or dwarf[,SIZE] (user registers and SIZE bytes of user stack a sample, default 8192, unwound by the code's unwind tables: whole stacks through code without frame pointers, such as CPython's, at about 100 times the bytes a sample)")
+	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked: each window's profile holds cpu and off-cpu time (pprof's wall-clock sample types; OTLP: a cpu and an off-cpu profile per process); the stacks of blocks shorter than `MIN` (default 100us; 0 keeps all) are left out, their time kept")
+	f.Lookup("off-cpu").NoOptDefVal = "100us"
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
 	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")
 	f.Var(durationFlag{&o.Window}, "window", "each profile covers this long")

@@ -57,6 +57,14 @@ type Options struct {
 	CallGraph record.CallGraph
 	StackSize uint32 // of a DWARF call graph's stack copies, as record's
 	Pids      []int  // none: every process
+	// OffCPU records every switch of the threads off and onto a CPU, with
+	// the stack at each switch-out, as record --off-cpu, the stacks of
+	// blocks shorter than OffCPUMin left out (their time kept): each
+	// window's profile is then perfprof's wall-clock view, cpu and
+	// off-cpu time. An interval under way at a window's cut is cut there:
+	// each window counts the time within it (record.Stream.Cut).
+	OffCPU    bool
+	OffCPUMin time.Duration
 	// Cgroup keeps, of every process sampled, those in this cgroup or
 	// below it (a path as /proc/PID/cgroup gives it, in any hierarchy).
 	Cgroup string
@@ -126,10 +134,18 @@ type Status struct {
 	JavaAttached int64 `json:"java_attached"`
 	JavaAlready  int64 `json:"java_already"`
 	JavaRefused  int64 `json:"java_refused"`
+	// With OffCPU: the switch-out samples written, those left out as
+	// shorter than OffCPUMin, and the intervals under way at a cut whose
+	// rest the next window could not count (beyond the agent's bounds on
+	// the threads it follows; see record.Stream.Cut).
+	Switches      int64 `json:"switches,omitempty"`
+	ShortSwitches int64 `json:"short_switches,omitempty"`
+	Uncut         int64 `json:"uncut_intervals,omitempty"`
 }
 
 type counters struct {
 	windows, samples, lost, profiled, skipped, early, sent, dropped, sendErrors, pprofFiles atomic.Int64
+	switches, shortSwitches, uncut                                                          atomic.Int64
 	// read is the last window the symbolizer is done with.
 	read     atomic.Int64
 	statusMu sync.Mutex
@@ -141,7 +157,7 @@ type counters struct {
 func (c *counters) snapshot() Status {
 	s := Status{Windows: c.windows.Load(), Samples: c.samples.Load(), Lost: c.lost.Load(), Profiled: c.profiled.Load(),
 		SkippedWindows: c.skipped.Load(), Early: c.early.Load(), Sent: c.sent.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErrors.Load(),
-		PprofFiles: c.pprofFiles.Load()}
+		PprofFiles: c.pprofFiles.Load(), Switches: c.switches.Load(), ShortSwitches: c.shortSwitches.Load(), Uncut: c.uncut.Load()}
 	if kept := c.kept.Load(); kept != nil {
 		s.KeptPids, s.Processes = *kept, int64(len(*kept))
 	}
@@ -214,7 +230,8 @@ func Run(ctx context.Context, o Options) (Status, error) {
 			return Status{}, err
 		}
 	}
-	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, StackSize: o.StackSize, Pids: o.Pids, Note: o.Log})
+	st, err := record.OpenStream(record.StreamOptions{Freq: o.Freq, Event: o.Event, CallGraph: o.CallGraph, StackSize: o.StackSize, Pids: o.Pids, Note: o.Log,
+		OffCPU: o.OffCPU, OffCPUMin: o.OffCPUMin})
 	if err != nil {
 		return Status{}, err
 	}
@@ -243,7 +260,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	}
 	var sinks []sink
 	if o.OTLP != "" {
-		ex, err := newOTLPSink(o.OTLP, o.Buffer, &s.c, o.Log)
+		ex, err := newOTLPSink(o.OTLP, o.Buffer, o.OffCPU, &s.c, o.Log)
 		if err != nil {
 			return Status{}, err
 		}
@@ -308,11 +325,19 @@ type sampler struct {
 const drainEvery = 200 * time.Millisecond
 
 func (s *sampler) run(ctx context.Context) error {
-	if err := s.st.Synthesize(s.track); err != nil {
+	early, err := s.synthesize()
+	if err != nil {
 		return err
 	}
 	if err := s.begin(time.Now()); err != nil {
 		return err
+	}
+	for len(early) > 0 {
+		n := int(binary.LittleEndian.Uint16(early[6:]))
+		if err := s.add(early[:n]); err != nil {
+			return err
+		}
+		early = early[n:]
 	}
 	for {
 		wait := min(drainEvery, time.Until(s.cur.start.Add(s.o.Window)))
@@ -335,6 +360,63 @@ func (s *sampler) run(ctx context.Context) error {
 		}
 	}
 }
+
+// earlyMaxBytes bounds the records synthesize keeps in memory; beyond it,
+// they are counted as lost.
+const earlyMaxBytes = 64 << 20
+
+// synthesize applies to the state the description of the processes running
+// now, which takes long, reading /proc (a fifth of a second for kallsyms
+// alone): meanwhile the stream is drained into memory, lest a busy one (a
+// switch event at every context switch) overflow its ring buffers. It
+// returns the records drained, for the first window after the state.
+func (s *sampler) synthesize() ([]byte, error) {
+	var described []perfdata.Record
+	done := make(chan error, 1)
+	go func() {
+		done <- s.st.Synthesize(func(rec perfdata.Record) error {
+			described = append(described, rec)
+			return nil
+		})
+	}()
+	var early []byte
+	var over int64
+	keep := func(rec []byte) error {
+		if len(early)+len(rec) > earlyMaxBytes {
+			over++
+			return nil
+		}
+		early = append(early, rec...)
+		return nil
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return nil, err
+			}
+			if over > 0 {
+				s.c.lost.Add(over)
+				s.o.Log(fmt.Sprintf("%d records lost while the running processes were described: more than %d MiB of them", over, earlyMaxBytes>>20))
+			}
+			for _, rec := range described {
+				s.track(rec)
+			}
+			return early, nil
+		default:
+		}
+		if err := s.st.Wait(synthesizeDrainEvery); err != nil {
+			return nil, err
+		}
+		if err := s.st.Drain(keep); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// synthesizeDrainEvery is how often the stream is drained while the
+// processes are described, at most.
+const synthesizeDrainEvery = 10 * time.Millisecond
 
 // track applies a synthesized record to the state.
 func (s *sampler) track(rec perfdata.Record) error {
@@ -378,13 +460,17 @@ func (s *sampler) begin(now time.Time) error {
 	// The start time in the name lets a window's perf.data be matched
 	// with its profile, which carries that time.
 	path := filepath.Join(s.dir, fmt.Sprintf(windowName, s.seq, now.UnixNano()))
-	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{s.attr}, Features: s.st.Features()})
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: s.st.Attrs, Features: s.st.Features()})
 	if err != nil {
 		return err
 	}
 	s.w, s.written = w, 0
 	s.cur = &window{seq: s.seq, path: path, start: now}
-	return s.tr.records(w.WriteRecord)
+	if err := s.tr.records(w.WriteRecord); err != nil {
+		return err
+	}
+	// The threads off their CPU at the cut go on being so.
+	return s.st.Resume(s.add)
 }
 
 // add writes a record of the stream into the window, and keeps what it
@@ -402,6 +488,9 @@ func (s *sampler) add(rec []byte) error {
 	switch t := perfdata.RecordType(binary.LittleEndian.Uint32(rec)); t {
 	case perfdata.TypeSample:
 		s.c.samples.Add(1)
+		if s.st.IsSwitch(rec) {
+			s.c.switches.Add(1)
+		}
 		if r, err := s.dec.decode(rec); err == nil {
 			if smp, ok := r.(*perfdata.Sample); ok {
 				s.sampled[smp.Pid] = true
@@ -436,6 +525,12 @@ func (s *sampler) add(rec []byte) error {
 func (s *sampler) cut(now time.Time, next bool) error {
 	w := s.cur
 	w.end, w.endMono = now, monotonic()
+	if err := s.st.Cut(w.endMono, s.add); err != nil {
+		return err
+	}
+	short, uncut := s.st.OffCPUStats()
+	s.c.shortSwitches.Store(int64(short))
+	s.c.uncut.Store(int64(uncut))
 	w.procs, w.waits, w.pids, w.exited = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
 	kept := slices.Sorted(maps.Keys(s.tr.procs))

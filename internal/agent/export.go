@@ -87,6 +87,9 @@ func (y *symbolizer) run(queue <-chan *window) {
 
 func (y *symbolizer) window(w *window) {
 	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables, Dumps: y.jitDumps}}
+	if y.o.OffCPU {
+		opts.View = perfprof.WallView
+	}
 	if y.o.Cgroup != "" {
 		if len(w.pids) == 0 {
 			return // nothing of the cgroup ran
@@ -219,6 +222,9 @@ type otlpSink struct {
 	done   chan struct{}
 	c      *counters
 	log    func(string)
+	// offCPU sends a wall-clock profile's cpu and off-cpu time, each as a
+	// profile, rather than its sample counts.
+	offCPU bool
 }
 
 type item struct {
@@ -235,7 +241,7 @@ const (
 	flushTimeout  = 3 * time.Second
 )
 
-func newOTLPSink(addr string, buffer int, c *counters, log func(string)) (*otlpSink, error) {
+func newOTLPSink(addr string, buffer int, offCPU bool, c *counters, log func(string)) (*otlpSink, error) {
 	// gRPC reconnects on its own; its backoff is capped low so that a
 	// collector back after an outage is found within retryMax.
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -245,11 +251,19 @@ func newOTLPSink(addr string, buffer int, c *counters, log func(string)) (*otlpS
 		return nil, fmt.Errorf("--otlp %s: %w", addr, err)
 	}
 	return &otlpSink{addr: addr, conn: conn, client: pprofileotlp.NewGRPCClient(conn),
-		queue: make(chan item, buffer), done: make(chan struct{}), c: c, log: log}, nil
+		queue: make(chan item, buffer), done: make(chan struct{}), c: c, log: log, offCPU: offCPU}, nil
 }
 
 func (x *otlpSink) put(w *window, p *profile.Profile, host string) {
-	ps := otlpprof.Convert(p, otlpprof.Options{Host: host, Start: w.start, Processes: w.procs})
+	o := otlpprof.Options{Host: host, Start: w.start, Processes: w.procs}
+	if x.offCPU {
+		o.SampleTypes = []string{perfprof.CPUType, perfprof.OffCPUType}
+	}
+	ps, err := otlpprof.Convert(p, o)
+	if err != nil {
+		x.log(fmt.Sprintf("window %d: %v", w.seq, err))
+		return
+	}
 	it := item{seq: w.seq, profiles: ps}
 	for {
 		select {

@@ -11,6 +11,7 @@
 package otlpprof
 
 import (
+	"fmt"
 	"github.com/jitprof/jitprof/internal/contract"
 	"maps"
 	"slices"
@@ -38,6 +39,14 @@ type Options struct {
 	// Processes describe the pids of the profile's samples; a pid without
 	// an entry gets a resource with its pid only.
 	Processes map[uint32]Process
+	// SampleTypes are the types of p's values to export (perfprof's
+	// "cpu" and "off-cpu" of a wall-clock profile), each as a profile of
+	// its own in every process's scope, since an OTLP profile has one
+	// sample type; none exports p's first. With several, the first is the
+	// sampled event's, of p's period (perfprof's wall-clock profile: cpu),
+	// the others have none; a sample is left out of the profiles of the
+	// types it has no value of (0).
+	SampleTypes []string
 }
 
 // Semantic-convention names (OpenTelemetry semconv 1.3x).
@@ -63,10 +72,15 @@ var frameTypes = map[string]string{
 
 // Convert returns p's samples as OTLP profiles, one resource per pid (the
 // "pid" number label perfprof gives every sample); samples without one
-// share a resource of the host only.
-func Convert(p *profile.Profile, o Options) pprofile.Profiles {
+// share a resource of the host only. It fails when p lacks one of
+// o.SampleTypes.
+func Convert(p *profile.Profile, o Options) (pprofile.Profiles, error) {
 	out := pprofile.NewProfiles()
 	d := newDict(out.Dictionary())
+	types, err := valueIndices(p, o.SampleTypes)
+	if err != nil {
+		return out, err
+	}
 
 	byPid := make(map[int64][]*profile.Sample)
 	for _, s := range p.Sample {
@@ -75,10 +89,6 @@ func Convert(p *profile.Profile, o Options) pprofile.Profiles {
 			pid = v[0]
 		}
 		byPid[pid] = append(byPid[pid], s)
-	}
-	sampleType, unit := "samples", "count"
-	if len(p.SampleType) > 0 {
-		sampleType, unit = p.SampleType[0].Type, p.SampleType[0].Unit
 	}
 	for _, pid := range slices.Sorted(maps.Keys(byPid)) {
 		rp := out.ResourceProfiles().AppendEmpty()
@@ -97,40 +107,76 @@ func Convert(p *profile.Profile, o Options) pprofile.Profiles {
 		}
 		sp := rp.ScopeProfiles().AppendEmpty()
 		sp.Scope().SetName(scopeName)
-		pr := sp.Profiles().AppendEmpty()
-		pr.SampleType().SetTypeStrindex(d.str(sampleType))
-		pr.SampleType().SetUnitStrindex(d.str(unit))
-		if p.PeriodType != nil {
-			pr.PeriodType().SetTypeStrindex(d.str(p.PeriodType.Type))
-			pr.PeriodType().SetUnitStrindex(d.str(p.PeriodType.Unit))
-		}
-		pr.SetPeriod(p.Period)
-		pr.SetTime(pcommon.NewTimestampFromTime(o.Start))
-		pr.SetDurationNano(uint64(max(p.DurationNanos, 0)))
 		jitType := frameTypes[proc.Runtime]
-		for _, s := range byPid[pid] {
-			os := pr.Samples().AppendEmpty()
-			os.Values().Append(s.Value[0])
-			os.SetStackIndex(d.stack(s.Location, func(m *profile.Mapping) string {
-				switch {
-				case m == nil:
-					return ""
-				case contract.KindOf(m) == contract.Kernel:
-					return "kernel"
-				case contract.IsJIT(m) && jitType != "":
-					return jitType
-				}
-				return "native"
-			}))
-			if v := s.NumLabel["tid"]; len(v) == 1 {
-				os.AttributeIndices().Append(d.attrInt(attrThreadID, v[0]))
+		frameType := func(m *profile.Mapping) string {
+			switch {
+			case m == nil:
+				return ""
+			case contract.KindOf(m) == contract.Kernel:
+				return "kernel"
+			case contract.IsJIT(m) && jitType != "":
+				return jitType
 			}
-			if v := s.Label["comm"]; len(v) == 1 {
-				os.AttributeIndices().Append(d.attrStr(attrThreadName, v[0]))
+			return "native"
+		}
+		for i, v := range types {
+			pr := sp.Profiles().AppendEmpty()
+			vt := profile.ValueType{Type: "samples", Unit: "count"}
+			if v < len(p.SampleType) {
+				vt = *p.SampleType[v]
+			}
+			pr.SampleType().SetTypeStrindex(d.str(vt.Type))
+			pr.SampleType().SetUnitStrindex(d.str(vt.Unit))
+			switch {
+			case p.PeriodType != nil && len(types) == 1:
+				pr.PeriodType().SetTypeStrindex(d.str(p.PeriodType.Type))
+				pr.PeriodType().SetUnitStrindex(d.str(p.PeriodType.Unit))
+				pr.SetPeriod(p.Period)
+			case i == 0:
+				pr.PeriodType().SetTypeStrindex(d.str(vt.Type))
+				pr.PeriodType().SetUnitStrindex(d.str(vt.Unit))
+				pr.SetPeriod(p.Period)
+			}
+			pr.SetTime(pcommon.NewTimestampFromTime(o.Start))
+			pr.SetDurationNano(uint64(max(p.DurationNanos, 0)))
+			for _, s := range byPid[pid] {
+				if v >= len(s.Value) || (s.Value[v] == 0 && len(types) > 1) {
+					continue
+				}
+				os := pr.Samples().AppendEmpty()
+				os.Values().Append(s.Value[v])
+				os.SetStackIndex(d.stack(s.Location, frameType))
+				if v := s.NumLabel["tid"]; len(v) == 1 {
+					os.AttributeIndices().Append(d.attrInt(attrThreadID, v[0]))
+				}
+				if v := s.Label["comm"]; len(v) == 1 {
+					os.AttributeIndices().Append(d.attrStr(attrThreadName, v[0]))
+				}
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// valueIndices are the indices in p's values of the types asked for; of
+// none, the first.
+func valueIndices(p *profile.Profile, types []string) ([]int, error) {
+	if len(types) == 0 {
+		return []int{0}, nil
+	}
+	var idx []int
+	for _, t := range types {
+		i := slices.IndexFunc(p.SampleType, func(vt *profile.ValueType) bool { return vt.Type == t })
+		if i < 0 {
+			var have []string
+			for _, vt := range p.SampleType {
+				have = append(have, vt.Type)
+			}
+			return nil, fmt.Errorf("the profile has no sample type %q, only %v", t, have)
+		}
+		idx = append(idx, i)
+	}
+	return idx, nil
 }
 
 func putNonEmpty(m pcommon.Map, k, v string) {

@@ -108,7 +108,10 @@ func TestConvert(t *testing.T) {
 	start := time.Unix(1795497000, 5)
 	procs := map[uint32]Process{10: {Pid: 10, Comm: "node", Executable: "/usr/bin/node", CommandLine: "node app.js", Runtime: "nodejs",
 		ContainerID: strings.Repeat("ab", 32)}}
-	ps := Convert(testProfile(), Options{Host: "h1", Start: start, Processes: procs})
+	ps, err := Convert(testProfile(), Options{Host: "h1", Start: start, Processes: procs})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Through the wire format and back, as the collector gets it.
 	b, err := (&pprofile.ProtoMarshaler{}).MarshalProfiles(ps)
@@ -154,6 +157,75 @@ func TestConvert(t *testing.T) {
 	}
 }
 
+// wallProfile is testProfile as perfprof's wall-clock view gives it:
+// samples, wall, cpu and off-cpu, a sample only on or only off the CPU.
+func wallProfile() *profile.Profile {
+	p := testProfile()
+	p.SampleType = []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "wall", Unit: "nanoseconds"},
+		{Type: "cpu", Unit: "nanoseconds"}, {Type: "off-cpu", Unit: "nanoseconds"}}
+	p.PeriodType, p.Period = &profile.ValueType{Type: "wall", Unit: "nanoseconds"}, 1e6
+	for i, s := range p.Sample {
+		cpu, off := int64(0), int64(0)
+		if i%2 == 0 {
+			cpu = s.Value[0] * 1e6
+		} else {
+			off = s.Value[0] * 3e6
+		}
+		s.Value = []int64{s.Value[0], cpu + off, cpu, off}
+	}
+	return p
+}
+
+// TestConvertSampleTypes: each sample type asked for is a profile of its
+// own in each process's scope, of its type and unit, holding the samples
+// with a value of it; only the first has a period.
+func TestConvertSampleTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		p     *profile.Profile
+		types []string
+		want  []string // per profile of pid 10: type/unit period: values
+		err   string
+	}{
+		{"default", testProfile(), nil, []string{"samples/count cpu-clock/nanoseconds 0: 7 2 1"}, ""},
+		{"one", testProfile(), []string{"cpu-clock"}, []string{"cpu-clock/nanoseconds cpu-clock/nanoseconds 0: 7000 2000 1000"}, ""},
+		{"cpu and off-cpu", wallProfile(), []string{"cpu", "off-cpu"},
+			[]string{"cpu/nanoseconds cpu/nanoseconds 1000000: 7000000", "off-cpu/nanoseconds / 0: 6000000 3000000"}, ""},
+		{"missing", testProfile(), []string{"cpu", "off-cpu"}, nil, `no sample type "cpu"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, err := Convert(tc.p, Options{Host: "h", SampleTypes: tc.types})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			str := func(i int32) string { return ps.Dictionary().StringTable().At(int(i)) }
+			var got []string
+			for _, rp := range ps.ResourceProfiles().All() {
+				if v, _ := rp.Resource().Attributes().Get(attrPid); v.Int() != 10 {
+					continue
+				}
+				for _, pr := range rp.ScopeProfiles().At(0).Profiles().All() {
+					line := fmt.Sprintf("%s/%s %s/%s %d:", str(pr.SampleType().TypeStrindex()), str(pr.SampleType().UnitStrindex()),
+						str(pr.PeriodType().TypeStrindex()), str(pr.PeriodType().UnitStrindex()), pr.Period())
+					for _, s := range pr.Samples().All() {
+						line += fmt.Sprintf(" %d", s.Values().At(0))
+					}
+					got = append(got, line)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("profiles of pid 10:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
 func BenchmarkConvert(b *testing.B) {
 	p := testProfile()
 	// A window's worth: many distinct stacks over the same functions.
@@ -167,6 +239,8 @@ func BenchmarkConvert(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		Convert(p, Options{Host: "h", Start: time.Unix(0, 0)})
+		if _, err := Convert(p, Options{Host: "h", Start: time.Unix(0, 0)}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
