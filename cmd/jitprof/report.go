@@ -313,6 +313,9 @@ parts of the run on their own: by time, or as the program marked them.`,
 			case wall:
 				samples.opts.View = perfprof.WallView
 			}
+			// The page draws each thread's time on and off the CPU;
+			// other formats have no use for it.
+			samples.opts.Timeline = f == report.FormatHTML && (offCPU || wall)
 			results, err := samples.analyze(cmd, specs)
 			defer samples.close()
 			if err != nil {

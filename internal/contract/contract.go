@@ -113,6 +113,11 @@ const (
 	OffCPUType = "off-cpu"
 )
 
+// PreemptedFrame ends the stacks of the time off the CPU that a thread
+// spent runnable, preempted, waiting for a CPU rather than for something
+// to happen: the timeline tells it from being blocked.
+const PreemptedFrame = "[off-cpu: preempted, runnable]"
+
 // A timeline profile (perfprof.Options.Timeline) splits each thread's
 // samples by when they were taken: every sample carries the numeric labels
 // SlotLabel, the index of its time slot counted from the recording's

@@ -44,7 +44,7 @@ const ShortFrame = "[off-cpu: blocks too short to keep their stacks]"
 
 // PreemptedFrame ends the stacks of intervals a thread spent runnable,
 // preempted, waiting for a CPU rather than for something to happen.
-const PreemptedFrame = "[off-cpu: preempted, runnable]"
+const PreemptedFrame = contract.PreemptedFrame
 
 // isSwitchEvent tells whether at is the event record --off-cpu adds (perf
 // record -e context-switches -c 1 too): a sample at every switch-out.
@@ -230,10 +230,10 @@ func (a *aggregator) settle() {
 				if !ok {
 					continue
 				}
-				key.comm, key.node = comm, a.shortNode()
+				key.comm, key.stack = comm, a.shortStack()
 			}
 			if sw.preempt {
-				key.node = a.preemptedNode(key.node)
+				key.stack = a.preemptedStack(key.stack)
 			}
 			a.addBlocked(key, from, until)
 		}
@@ -278,34 +278,27 @@ func (a *aggregator) keepsStackless(pid, tid uint32, t uint64) (uint32, bool) {
 // offCPUModule holds the frames that stand for no code.
 var offCPUModule = &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}
 
-// shortNode returns the node of a stack of ShortFrame alone.
-func (a *aggregator) shortNode() uint32 {
+// shortStack returns the stack of ShortFrame alone.
+func (a *aggregator) shortStack() uint32 {
 	if a.off.short == 0 {
 		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}})
-		n := node{0, loc}
-		id, ok := a.nodeIDs[n]
-		if !ok {
-			id = uint32(len(a.nodes))
-			a.nodes = append(a.nodes, n)
-			a.nodeIDs[n] = id
-		}
-		a.off.short = id
+		a.off.short = a.stackTab.intern([]uint32{loc})
 	}
 	return a.off.short
 }
 
-// preemptedNode returns the node of PreemptedFrame called from parent.
-func (a *aggregator) preemptedNode(parent uint32) uint32 {
-	if id, ok := a.off.preempted[parent]; ok {
+// preemptedStack returns the stack of PreemptedFrame called from stack.
+func (a *aggregator) preemptedStack(stack uint32) uint32 {
+	if id, ok := a.off.preempted[stack]; ok {
 		return id
 	}
 	if a.off.preempted == nil {
 		a.off.preempted = map[uint32]uint32{}
 	}
 	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}})
-	id := uint32(len(a.nodes))
-	a.nodes = append(a.nodes, node{parent, loc})
-	a.off.preempted[parent] = id
+	id, buf := a.stackTab.called(loc, stack, a.ids[:0])
+	a.ids = buf
+	a.off.preempted[stack] = id
 	return id
 }
 

@@ -26,6 +26,11 @@ import (
 // canvas, only the boxes wide enough to see in the rows scrolled into
 // view, so that profiles of deep stacks and tens of thousands of frames
 // stay responsive.
+//
+// A profile whose samples carry time slots (contract.SlotLabel) and time
+// off the CPU gets a timeline above the flame graph too (timeline.go): a
+// row per thread, and the stacks it ran and blocked in under the pointer.
+// Other pages have none of its data, styles or script.
 func HTML(w io.Writer, p *profile.Profile, o Options) error {
 	return writeHTML(w, []string{""}, []*profile.Profile{p}, o)
 }
@@ -42,18 +47,24 @@ func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) er
 		if err != nil {
 			return err
 		}
-		b.add(names[i], m, o.CommRoot)
+		frames := b.add(names[i], m, o.CommRoot)
+		if b.d.Stages[i].Timeline, err = b.timeline(p, m, frames); err != nil {
+			return err
+		}
 	}
 	data, err := json.Marshal(b.d) // escapes <, > and &: safe inside a script element
 	if err != nil {
 		return err
 	}
 	bw := bufio.NewWriter(w)
+	timeline := slices.ContainsFunc(b.d.Stages, func(s htmlStage) bool { return s.Timeline != nil })
 	err = flameTemplate.Execute(bw, struct {
-		Title  string
-		Data   string
-		Script string
-	}{html.EscapeString(b.d.title()), string(data), flameJS})
+		Title          string
+		Data           string
+		Script         string
+		Timeline       bool
+		TimelineScript string
+	}{html.EscapeString(b.d.title()), string(data), flameJS, timeline, timelineJS})
 	if err != nil {
 		return err
 	}
@@ -83,6 +94,8 @@ type htmlStage struct {
 	Name    string  `json:"name"`    // "" without stages
 	Samples int64   `json:"samples"` // number of samples
 	Nodes   []int64 `json:"nodes"`   // the root's value is the total
+	// Timeline is there when the profile's samples have time slots.
+	Timeline *htmlTimeline `json:"timeline,omitempty"`
 }
 
 func (d *htmlData) title() string {
@@ -162,12 +175,13 @@ type flameNode struct {
 	value int64
 }
 
-// add adds the tree of m's stacks as a stage.
+// add adds the tree of m's stacks as a stage, and returns the page's
+// frame of each of m's frames.
 //
 // Sorted by their names from the root, stacks that share a prefix are
 // neighbours, and their tree comes out in preorder, children sorted: each
 // stack adds the nodes of what it does not share with the one before.
-func (b *flameBuilder) add(stage string, m *model, commRoot bool) {
+func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 	if b.d.Event == "" {
 		b.d.Event, b.d.Type, b.d.Unit = m.event, m.typ.Type, m.typ.Unit
 	}
@@ -266,6 +280,7 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) {
 	}
 	b.d.Stages = append(b.d.Stages, htmlStage{Name: stage, Samples: count, Nodes: flat})
 	b.d.Kind = string(b.kinds)
+	return frames
 }
 
 //go:embed flame.html.tmpl

@@ -422,18 +422,21 @@ func (c *devtools) wait(method string) {
 // open loads the page of p in the browser, from a file.
 func (c *devtools) open(p *profile.Profile, o Options) {
 	c.t.Helper()
-	page := filepath.Join(c.t.TempDir(), "flame.html")
-	f, err := os.Create(page)
-	if err != nil {
+	var b bytes.Buffer
+	if err := HTML(&b, p, o); err != nil {
 		c.t.Fatal(err)
 	}
-	if err := HTML(f, p, o); err != nil {
+	c.load(b.Bytes())
+}
+
+// load loads a page in the browser, from a file.
+func (c *devtools) load(page []byte) {
+	c.t.Helper()
+	path := filepath.Join(c.t.TempDir(), "flame.html")
+	if err := os.WriteFile(path, page, 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.call("Page.navigate", map[string]any{"url": (&url.URL{Scheme: "file", Path: page}).String()}, nil)
+	c.call("Page.navigate", map[string]any{"url": (&url.URL{Scheme: "file", Path: path}).String()}, nil)
 	c.wait("Page.loadEventFired")
 }
 
