@@ -230,10 +230,10 @@ func (a *aggregator) settle() {
 				if !ok {
 					continue
 				}
-				key.comm, key.stack = comm, a.shortStack()
+				key.comm, key.node = comm, a.shortNode()
 			}
 			if sw.preempt {
-				key.stack = a.preemptedStack(key.stack)
+				key.node = a.preemptedNode(key.node)
 			}
 			a.addBlocked(key, from, until)
 		}
@@ -278,27 +278,34 @@ func (a *aggregator) keepsStackless(pid, tid uint32, t uint64) (uint32, bool) {
 // offCPUModule holds the frames that stand for no code.
 var offCPUModule = &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}
 
-// shortStack returns the stack of ShortFrame alone.
-func (a *aggregator) shortStack() uint32 {
+// shortNode returns the node of a stack of ShortFrame alone.
+func (a *aggregator) shortNode() uint32 {
 	if a.off.short == 0 {
 		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}})
-		a.off.short = a.stackTab.intern([]uint32{loc})
+		n := node{0, loc}
+		id, ok := a.nodeIDs[n]
+		if !ok {
+			id = uint32(len(a.nodes))
+			a.nodes = append(a.nodes, n)
+			a.nodeIDs[n] = id
+		}
+		a.off.short = id
 	}
 	return a.off.short
 }
 
-// preemptedStack returns the stack of PreemptedFrame called from stack.
-func (a *aggregator) preemptedStack(stack uint32) uint32 {
-	if id, ok := a.off.preempted[stack]; ok {
+// preemptedNode returns the node of PreemptedFrame called from parent.
+func (a *aggregator) preemptedNode(parent uint32) uint32 {
+	if id, ok := a.off.preempted[parent]; ok {
 		return id
 	}
 	if a.off.preempted == nil {
 		a.off.preempted = map[uint32]uint32{}
 	}
 	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}})
-	id, buf := a.stackTab.called(loc, stack, a.ids[:0])
-	a.ids = buf
-	a.off.preempted[stack] = id
+	id := uint32(len(a.nodes))
+	a.nodes = append(a.nodes, node{parent, loc})
+	a.off.preempted[parent] = id
 	return id
 }
 
