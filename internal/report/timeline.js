@@ -14,7 +14,9 @@
 		{ color: 'hsl(45, 90%, 58%)', label: 'waiting for a CPU', tip: 'Waiting for a CPU (preempted) in' },
 	];
 	const ON = 0, BLOCKED = 1, RUNNABLE = 2, EMPTY = '#eceef2', HOVER = '#111';
-	const FRAMES = 24; // lines of a stack in the tooltip, at most
+	// Lines of a stack in the tooltip, at most: the first stack shown, and
+	// each after it, so that three fit in a window.
+	const FIRST_LINES = 16, LINES = 8;
 	const KIND = { j: 'JIT-compiled', n: 'native', k: 'kernel', u: 'unresolved address' };
 
 	const $ = (id) => document.getElementById(id);
@@ -120,9 +122,9 @@
 	}
 
 	// stackLines are the lines that show stack k, leaf first: a run of
-	// kernel frames is one line, and past FRAMES lines the callers are
+	// kernel frames is one line, and past max lines the callers are
 	// counted.
-	function stackLines(k) {
+	function stackLines(k, max) {
 		const frames = tl.stacks[k].slice().reverse(), lines = [];
 		for (let i = 0; i < frames.length;) {
 			const f = frames[i], kind = data.kind[f];
@@ -132,7 +134,7 @@
 			line.className = `frame ${kind}`;
 			line.textContent = j - i > 1 ? `${data.names[f]} … ${data.names[frames[j - 1]]} (kernel, ${j - i} frames)` : data.names[f];
 			line.title = KIND[kind] || '';
-			if (lines.length === FRAMES) {
+			if (lines.length === max) {
 				line.className = 'frame';
 				line.textContent = `… ${frames.length - i} more callers`;
 				lines.push(line);
@@ -159,7 +161,7 @@
 			const head = document.createElement('div');
 			head.className = 'head';
 			head.textContent = `${KINDS[kind].tip} (${duration(th.top[kind][slot])}, the heaviest stack):`;
-			parts.push(head, ...stackLines(stack));
+			parts.push(head, ...stackLines(stack, parts.length === 2 ? FIRST_LINES : LINES));
 		}
 		if (parts.length === 2) parts.push(Object.assign(document.createElement('div'), { textContent: 'No samples in this slot.' }));
 		tip.replaceChildren(...parts);
