@@ -62,10 +62,17 @@ func TestOffCPUTruth(t *testing.T) {
 			}
 			t.Chdir(dir)
 			data := filepath.Join(dir, "perf.data")
-			code, stdout, stderr := jitprofMsg(t, append([]string{"record", "--off-cpu", "--call-graph", "dwarf", "-o", data, "--"}, command...)...)
+			// DWARF samples (8.5 KB each) of busy threads at 4000 Hz
+			// fill a CPU's default 2 MiB ring in 60 ms, and the kernel
+			// wakes record when it is half full: on a loaded machine
+			// record may not run that soon, and each chunk lost takes
+			// CPU samples and switches out of the wall-clock view. 8 MiB
+			// rings keep them (said in the summary logged).
+			code, stdout, stderr := jitprofMsg(t, append([]string{"record", "--off-cpu", "--call-graph", "dwarf", "-m", "2048", "-o", data, "--"}, command...)...)
 			if code != 0 {
 				t.Fatalf("record: exit %d:\n%s", code, stderr)
 			}
+			t.Logf("record: %s", stderr)
 			// perf reads the recording: the switch-out samples and the
 			// switch records both.
 			if perf, err := exec.LookPath("perf"); err != nil {
