@@ -244,7 +244,8 @@ Formats: text (perf report's top table; --children, -g call graphs, -g caller
 or callee for their order), json
 (the same, for scripts), pprof (profile.proto for go tool pprof), folded
 (one line per stack, for flamegraph.pl and speedscope), html (one
-self-contained page with an interactive flame graph), gmon (gmon.out and a
+self-contained page with an interactive flame graph; with --off-cpu or
+--wall, a timeline of each thread's time on and off its CPU above it), gmon (gmon.out and a
 symbol file for GNU gprof, in the directory -o names), kaffe-as (the same with
 Kaffe's assembler symbol file). --http serves pprof's web UI (flame graph,
 top, source, disassembly of jitted code) on the profile, to whoever has the
