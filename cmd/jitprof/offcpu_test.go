@@ -26,21 +26,29 @@ import (
 // from its first record to its exit as the kernel timed them, within 2%.
 // Node sleeps in a JS function (Atomics.wait), named from its dump;
 // CPython 3.11 blocks in os.read on a pipe, named by libpython's symbols;
-// Java's threads wait for a ReentrantLock the others hold, its frames
+// Java's threads wait for a ReentrantLock or a monitor the others hold,
 // named from the JVMTI agent's dump, and JFR times the same run's parks
-// (jdk.ThreadPark), the time off the CPU under Unsafe.park, independently.
+// or monitor entries, the time off the CPU under Unsafe.park or
+// ObjectMonitor::enter, independently: within 3 points of it too.
 func TestOffCPUTruth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs node, python and java under record")
 	}
 	for _, tc := range []struct {
 		name, tool, script string
-		blocker, spinner   string // a frame of the blocking function, and of the spinning one
-		jfr                bool   // the JVM records its parks with JFR
+		args               []string // the script's
+		blocker, spinner   string   // a frame of the blocking function, and of the spinning one
+		holder             string   // a frame the blocking function calls that its time leaves out
+		jfrEvent, jfrFrame string   // the JFR event that times the blocks, the frame it times
 	}{
-		{"node", "node", "offcpu_sleeper.js", "JS:~sleeper", "spinner", false},
-		{"python", "python3", "offcpu_pipe.py", "os_read", "_PyEval_EvalFrameDefault", false},
-		{"java", "java", "OffCPULock.java", "OffCPULock.waitForLock(", "OffCPULock.spin(", true},
+		{name: "node", tool: "node", script: "offcpu_sleeper.js", blocker: "JS:~sleeper", spinner: "spinner"},
+		{name: "python", tool: "python3", script: "offcpu_pipe.py", blocker: "os_read", spinner: "_PyEval_EvalFrameDefault"},
+		{name: "java-lock", tool: "java", script: "OffCPULock.java", args: []string{"lock"},
+			blocker: "OffCPULock.waitForLock(", spinner: "OffCPULock.spin(",
+			jfrEvent: "jdk.ThreadPark", jfrFrame: "jdk.internal.misc.Unsafe.park("},
+		{name: "java-monitor", tool: "java", script: "OffCPULock.java", args: []string{"monitor"},
+			blocker: "OffCPULock.waitForMonitor(", spinner: "OffCPULock.spin(", holder: "OffCPULock.holdMonitor(",
+			jfrEvent: "jdk.JavaMonitorEnter", jfrFrame: "ObjectMonitor::enter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := exec.LookPath(tc.tool); err != nil {
@@ -50,16 +58,17 @@ func TestOffCPUTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			command := []string{tc.tool, script}
 			dir := t.TempDir()
-			jfr := filepath.Join(dir, "park.jfr")
-			if tc.jfr {
-				settings, err := filepath.Abs(filepath.Join("testdata", "offcpu_park.jfc"))
+			command := []string{tc.tool}
+			jfr := filepath.Join(dir, "blocks.jfr")
+			if tc.jfrEvent != "" {
+				settings, err := filepath.Abs(filepath.Join("testdata", "offcpu_blocks.jfc"))
 				if err != nil {
 					t.Fatal(err)
 				}
-				command = []string{tc.tool, "-XX:StartFlightRecording=filename=" + jfr + ",settings=" + settings, script}
+				command = append(command, "-XX:StartFlightRecording=filename="+jfr+",settings="+settings)
 			}
+			command = append(append(command, script), tc.args...)
 			t.Chdir(dir)
 			data := filepath.Join(dir, "perf.data")
 			// DWARF samples (8.5 KB each) of busy threads at 4000 Hz
@@ -90,9 +99,9 @@ func TestOffCPUTruth(t *testing.T) {
 			if truths == nil {
 				t.Fatalf("the program printed no truth:\n%s", stdout)
 			}
-			var parks map[int64]float64
-			if tc.jfr {
-				parks = jfrParks(t, jfr)
+			var jfrBlocked map[int64]float64
+			if tc.jfrEvent != "" {
+				jfrBlocked = jfrDurations(t, jfr, tc.jfrEvent)
 			}
 
 			opts := perfprof.Options{Input: data, View: perfprof.WallView}
@@ -110,21 +119,22 @@ func TestOffCPUTruth(t *testing.T) {
 				if m[1] != "" {
 					tid, _ = strconv.ParseInt(m[1], 10, 64)
 				}
-				var wall, offBlocker, offSpinner, offPark, cpu int64
+				var wall, offBlocker, offSpinner, offJFR, cpu int64
 				for _, s := range res.Profile.Sample {
 					if s.NumLabel["tid"][0] != tid {
 						continue
 					}
 					wall += s.Value[1]
 					cpu += s.Value[2]
-					if hasFrame(s.Location, tc.blocker) {
+					blocking := hasFrame(s.Location, tc.blocker) && (tc.holder == "" || !hasFrame(s.Location, tc.holder))
+					if blocking {
 						offBlocker += s.Value[3]
 					}
-					if hasFrame(s.Location, tc.spinner) && !hasFrame(s.Location, tc.blocker) && !hasFrame(s.Location, perfprof.PreemptedFrame) {
+					if hasFrame(s.Location, tc.spinner) && !blocking && !hasFrame(s.Location, perfprof.PreemptedFrame) {
 						offSpinner += s.Value[3]
 					}
-					if hasFrame(s.Location, javaPark) {
-						offPark += s.Value[3]
+					if tc.jfrFrame != "" && hasFrame(s.Location, tc.jfrFrame) {
+						offJFR += s.Value[3]
 					}
 				}
 				sec := func(ns int64) float64 { return float64(ns) / 1e9 }
@@ -143,19 +153,16 @@ func TestOffCPUTruth(t *testing.T) {
 				if r := sec(wall) / age; r < 0.98 || r > 1.02 {
 					t.Errorf("thread %d: wall-clock time %.3f s, its age %.3f s (ratio %.3f)", tid, sec(wall), age, r)
 				}
-				if tc.jfr {
-					t.Logf("thread %d: off the CPU under %s %.3f s, JFR's parks %.3f s", tid, javaPark, sec(offPark), parks[tid])
-					if got, want := 100*sec(offPark)/sec(wall), 100*parks[tid]/age; got < want-3 || got > want+3 {
-						t.Errorf("thread %d: off the CPU under %s %.1f%% of its time, JFR's parks %.1f%%", tid, javaPark, got, want)
+				if tc.jfrEvent != "" {
+					t.Logf("thread %d: off the CPU under %s %.3f s, JFR's %s %.3f s", tid, tc.jfrFrame, sec(offJFR), tc.jfrEvent, jfrBlocked[tid])
+					if got, want := 100*sec(offJFR)/sec(wall), 100*jfrBlocked[tid]/age; got < want-3 || got > want+3 {
+						t.Errorf("thread %d: off the CPU under %s %.1f%% of its time, JFR's %s %.1f%%", tid, tc.jfrFrame, got, tc.jfrEvent, want)
 					}
 				}
 			}
 		})
 	}
 }
-
-// javaPark is the frame of the native method a JVM parks its threads in.
-const javaPark = "jdk.internal.misc.Unsafe.park("
 
 // mainThread returns the thread with the most wall-clock time of those
 // whose tid is their pid.
@@ -175,11 +182,11 @@ func mainThread(p *profile.Profile) int64 {
 	return main
 }
 
-// jfrParks returns the seconds each thread spent parked, by its kernel
-// tid, as the jdk.ThreadPark events of a JFR recording time them.
-func jfrParks(t *testing.T, recording string) map[int64]float64 {
+// jfrDurations returns the seconds of a JFR recording's events of a
+// type, summed by thread, by the kernel's tid.
+func jfrDurations(t *testing.T, recording, event string) map[int64]float64 {
 	t.Helper()
-	out, err := exec.Command(fixtures.LookPath(t, "jfr"), "print", "--json", "--stack-depth", "1", "--events", "jdk.ThreadPark", recording).Output()
+	out, err := exec.Command(fixtures.LookPath(t, "jfr"), "print", "--json", "--stack-depth", "1", "--events", event, recording).Output()
 	if err != nil {
 		t.Fatalf("jfr print %s: %v", recording, err)
 	}
@@ -196,13 +203,13 @@ func jfrParks(t *testing.T, recording string) map[int64]float64 {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("jfr print %s: %v", recording, err)
 	}
-	parks := map[int64]float64{}
+	sums := map[int64]float64{}
 	// java.time.Duration's text: PT[nH][nM][n.nS].
 	iso := regexp.MustCompile(`^PT(?:(\d+)H)?(?:(\d+)M)?(?:([\d.]+)S)?$`)
 	for _, e := range doc.Recording.Events {
 		m := iso.FindStringSubmatch(e.Values.Duration)
 		if m == nil {
-			t.Fatalf("jfr print %s: a park's duration %q", recording, e.Values.Duration)
+			t.Fatalf("jfr print %s: an event's duration %q", recording, e.Values.Duration)
 		}
 		var d float64
 		for i, unit := range []float64{3600, 60, 1} {
@@ -211,12 +218,12 @@ func jfrParks(t *testing.T, recording string) map[int64]float64 {
 				d += v * unit
 			}
 		}
-		parks[e.Values.EventThread.OSThreadID] += d
+		sums[e.Values.EventThread.OSThreadID] += d
 	}
-	if len(parks) == 0 {
-		t.Fatalf("jfr print %s: no jdk.ThreadPark event", recording)
+	if len(sums) == 0 {
+		t.Fatalf("jfr print %s: no %s event", recording, event)
 	}
-	return parks
+	return sums
 }
 
 // lifetime is the time from tid's first record (its exec when the exec

@@ -5,17 +5,28 @@ import java.nio.file.Path;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * OffCPULock runs threads that contend on one lock for the given
- * milliseconds (default 3000), and prints each one's truth on a line:
- * "truth waitForLock TID BLOCKED_S", TID as the kernel numbers the thread,
- * BLOCKED_S the seconds it spent off the CPU while waitForLock took the
- * lock: the time in it less the CPU time the kernel gave the thread
- * meanwhile, as a lock spins a little before it parks, and a thread
- * woken may wait for a CPU.
+ * OffCPULock lock|monitor [MILLIS] runs threads that contend for MILLIS
+ * (default 3000) on one ReentrantLock, which waitForLock takes, or on one
+ * object's monitor, which waitForMonitor enters to call holdMonitor, and
+ * prints each thread's truth on a line: "truth METHOD TID BLOCKED_S", TID
+ * as the kernel numbers the thread, BLOCKED_S the seconds it spent off the
+ * CPU in METHOD (holdMonitor's time apart): the time in it less the CPU
+ * time the kernel gave the thread meanwhile, as a lock spins a little
+ * before it parks, and a thread woken, or a thread waking another, may
+ * wait for a CPU.
  */
 public class OffCPULock {
     static final ReentrantLock LOCK = new ReentrantLock();
+    static final Object MONITOR = new Object();
     static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+
+    // The clocks are read CPU time last at the start and first at the end,
+    // so that a thread preempted in the CPU clock's system call is
+    // preempted within the wall clock's span, as it is within the method.
+    static long offCPUSince(long wall0, long cpu0) {
+        long cpu = THREADS.getCurrentThreadCpuTime();
+        return System.nanoTime() - wall0 - (cpu - cpu0);
+    }
 
     static long spin(long ns) {
         long end = System.nanoTime() + ns, x = 0;
@@ -25,11 +36,11 @@ public class OffCPULock {
         return x;
     }
 
-    /** Takes the lock and returns the nanoseconds it was off the CPU meanwhile. */
-    static long waitForLock() {
-        long t0 = System.nanoTime(), cpu0 = THREADS.getCurrentThreadCpuTime();
+    /** Takes the lock, and adds the time off the CPU to blocked[0]. */
+    static void waitForLock(long[] blocked) {
+        long wall0 = System.nanoTime(), cpu0 = THREADS.getCurrentThreadCpuTime();
         LOCK.lock();
-        return System.nanoTime() - t0 - (THREADS.getCurrentThreadCpuTime() - cpu0);
+        blocked[0] += offCPUSince(wall0, cpu0);
     }
 
     /** Works holding the lock, then lets it go. */
@@ -41,12 +52,32 @@ public class OffCPULock {
         }
     }
 
-    static long workAlone(long ns) {
-        return spin(ns);
+    /**
+     * Enters the monitor and works in it, and adds the time off the CPU to
+     * blocked[0], but for holdMonitor's.
+     */
+    static long waitForMonitor(long ns, long[] blocked) {
+        long wall0 = System.nanoTime(), cpu0 = THREADS.getCurrentThreadCpuTime();
+        long[] held = {0};
+        long sum;
+        synchronized (MONITOR) {
+            sum = holdMonitor(ns, held);
+        }
+        blocked[0] += offCPUSince(wall0, cpu0) - held[0];
+        return sum;
+    }
+
+    /** Works, and puts the time it was off the CPU (preempted) in held[0]. */
+    static long holdMonitor(long ns, long[] held) {
+        long wall0 = System.nanoTime(), cpu0 = THREADS.getCurrentThreadCpuTime();
+        long sum = spin(ns);
+        held[0] = offCPUSince(wall0, cpu0);
+        return sum;
     }
 
     public static void main(String[] args) throws Exception {
-        long millis = args.length > 0 ? Long.parseLong(args[0]) : 3000;
+        boolean monitor = args[0].equals("monitor");
+        long millis = args.length > 1 ? Long.parseLong(args[1]) : 3000;
         int n = 3;
         String[] lines = new String[n];
         Thread[] threads = new Thread[n];
@@ -55,20 +86,25 @@ public class OffCPULock {
             // The name is the thread's comm: the JVM gives it to the
             // kernel when the thread starts.
             threads[i] = new Thread(() -> {
-                long start = System.nanoTime(), blocked = 0, sum = 0;
+                long start = System.nanoTime(), sum = 0;
+                long[] blocked = {0};
                 try {
                     String tid = Files.readSymbolicLink(Path.of("/proc/thread-self")).getFileName().toString();
                     while (System.nanoTime() - start < millis * 1_000_000L) {
-                        blocked += waitForLock();
-                        sum += holdLock(2_000_000);
-                        sum += workAlone(1_000_000);
+                        if (monitor) {
+                            sum += waitForMonitor(2_000_000, blocked);
+                        } else {
+                            waitForLock(blocked);
+                            sum += holdLock(2_000_000);
+                        }
+                        sum += spin(1_000_000);
                     }
                     // The sum keeps the compiler from dropping the work.
-                    lines[me] = String.format("truth waitForLock %s %.6f (%d)", tid, blocked / 1e9, sum);
+                    lines[me] = String.format("truth %s %s %.6f (%d)", monitor ? "waitForMonitor" : "waitForLock", tid, blocked[0] / 1e9, sum);
                 } catch (Exception e) {
                     throw new RuntimeException(e);
                 }
-            }, "lockwaiter-" + i);
+            }, (monitor ? "monitor-" : "lock-") + i);
         }
         for (Thread t : threads) {
             t.start();
