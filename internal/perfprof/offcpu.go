@@ -61,8 +61,8 @@ type offCPU struct {
 	attrs   map[*perfdata.Attr]bool // the switch event's
 	threads map[uint32]*switches
 	end     uint64 // the newest time in the recording
-	short   uint32 // the node of ShortFrame, made when needed
-	// preempted are the nodes of PreemptedFrame under each stack.
+	short   uint32 // the stack of ShortFrame, made when needed
+	// preempted are the stacks of PreemptedFrame called from each stack.
 	preempted map[uint32]uint32
 	// Unended counts the intervals of threads still off their CPU when
 	// the recording ended, weighted to its end; Unpaired the switch-outs
@@ -230,10 +230,10 @@ func (a *aggregator) settle() {
 				if !ok {
 					continue
 				}
-				key.comm, key.node = comm, a.shortNode()
+				key.comm, key.stack = comm, a.shortStack()
 			}
 			if sw.preempt {
-				key.node = a.preemptedNode(key.node)
+				key.stack = a.preemptedStack(key.stack)
 			}
 			a.addBlocked(key, from, until)
 		}
@@ -278,34 +278,27 @@ func (a *aggregator) keepsStackless(pid, tid uint32, t uint64) (uint32, bool) {
 // offCPUModule holds the frames that stand for no code.
 var offCPUModule = &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}
 
-// shortNode returns the node of a stack of ShortFrame alone.
-func (a *aggregator) shortNode() uint32 {
+// shortStack returns the stack of ShortFrame alone.
+func (a *aggregator) shortStack() uint32 {
 	if a.off.short == 0 {
 		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}})
-		n := node{0, loc}
-		id, ok := a.nodeIDs[n]
-		if !ok {
-			id = uint32(len(a.nodes))
-			a.nodes = append(a.nodes, n)
-			a.nodeIDs[n] = id
-		}
-		a.off.short = id
+		a.off.short = a.stackTab.intern([]uint32{loc})
 	}
 	return a.off.short
 }
 
-// preemptedNode returns the node of PreemptedFrame called from parent.
-func (a *aggregator) preemptedNode(parent uint32) uint32 {
-	if id, ok := a.off.preempted[parent]; ok {
+// preemptedStack returns the stack of PreemptedFrame called from stack.
+func (a *aggregator) preemptedStack(stack uint32) uint32 {
+	if id, ok := a.off.preempted[stack]; ok {
 		return id
 	}
 	if a.off.preempted == nil {
 		a.off.preempted = map[uint32]uint32{}
 	}
 	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}})
-	id := uint32(len(a.nodes))
-	a.nodes = append(a.nodes, node{parent, loc})
-	a.off.preempted[parent] = id
+	id, buf := a.stackTab.called(loc, stack, a.ids[:0])
+	a.ids = buf
+	a.off.preempted[stack] = id
 	return id
 }
 

@@ -256,21 +256,10 @@ type locFunc struct {
 	inlined string // per function: the inline chain's names and files
 }
 
-// Stacks are kept as nodes of a calling context tree: a node is a location
-// called from its parent node, and a stack is the node of its leaf. Stacks
-// share their callers' nodes, so a profile of deep call chains costs a
-// few bytes per distinct stack rather than a few per frame.
-type node struct {
-	parent, loc uint32 // the root is node 0, location 0
-}
-
-// pathNode is a node of aggregator.path: its location and id.
-type pathNode struct{ loc, id uint32 }
-
 // stackKey is a distinct sample: a thread and its stack.
 type stackKey struct {
 	pid, tid, comm uint32
-	node           uint32
+	stack          uint32 // in aggregator.stackTab
 	slot           uint32 // of its time, with a timeline
 }
 
@@ -332,14 +321,9 @@ type aggregator struct {
 	matches   []bool   // by locFunc id: the name matches the symbol filter
 	comms     []string
 	commIDs   map[string]uint32
-	nodes     []node
-	nodeIDs   map[node]uint32
-	// path is the last stack's nodes from the root, by depth: the next
-	// stack takes them again as far as its locations are the same,
-	// without a lookup in nodeIDs each.
-	path   []pathNode
-	stacks map[stackKey]total
-	ids    []uint32
+	stackTab  *stackTable
+	stacks    map[stackKey]total
+	ids       []uint32 // the sample's locations, leaf first
 
 	samples, kept, jitted int
 	unwound, cutShort     int
@@ -365,8 +349,7 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		oddFrames:   make(map[uint32]symbolize.Frame),
 		lookups:     make([]cached, lookupSlots),
 		commIDs:     make(map[string]uint32),
-		nodes:       []node{{}},
-		nodeIDs:     make(map[node]uint32),
+		stackTab:    newStackTable(),
 		stacks:      make(map[stackKey]total),
 		first:       math.MaxUint64,
 		warn:        opts.Warn,
@@ -584,25 +567,7 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		a.comms = append(a.comms, strings.Clone(comm))
 		a.commIDs[a.comms[commID]] = commID
 	}
-	var leaf uint32
-	same := 0
-	for same < len(a.path) && same < len(a.ids) && a.path[same].loc == a.ids[len(a.ids)-1-same] {
-		leaf = a.path[same].id
-		same++
-	}
-	a.path = a.path[:same]
-	for _, loc := range slices.Backward(a.ids[:len(a.ids)-same]) {
-		n := node{leaf, loc}
-		id, ok := a.nodeIDs[n]
-		if !ok {
-			id = uint32(len(a.nodes))
-			a.nodes = append(a.nodes, n)
-			a.nodeIDs[n] = id
-		}
-		leaf = id
-		a.path = append(a.path, pathNode{loc, id})
-	}
-	key := stackKey{s.Pid, s.Tid, commID, leaf, a.slot(t)}
+	key := stackKey{s.Pid, s.Tid, commID, a.stackTab.intern(a.ids), a.slot(t)}
 	if a.off != nil && a.off.attrs[s.Attr] {
 		a.off.keep(key)
 		return

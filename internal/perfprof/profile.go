@@ -27,7 +27,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		a.settle()
 	}
 	// What only the lookups needed goes before the profile takes room.
-	a.nodeIDs, a.locIDs, a.fnIDs, a.lookups, a.matches = nil, nil, nil, nil, nil
+	a.locIDs, a.fnIDs, a.lookups, a.matches = nil, nil, nil, nil
 	sampleTypes, defaultType := a.sampleTypes()
 	p := &profile.Profile{
 		SampleType:        sampleTypes,
@@ -192,7 +192,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	}
 	labelsOf := make(map[[4]uint32]labels)
 	keys := slices.SortedFunc(maps.Keys(a.stacks), func(x, y stackKey) int { // a stable order for stable output
-		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.node, y.node), cmp.Compare(x.slot, y.slot))
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.stack, y.stack), cmp.Compare(x.slot, y.slot))
 	})
 	p.Sample = make([]*profile.Sample, 0, len(keys))
 	for _, k := range keys {
@@ -206,13 +206,10 @@ func (a *aggregator) result(last bool) (*Result, error) {
 			}
 			labelsOf[th] = l
 		}
-		depth := 0
-		for n := k.node; n != 0; n = a.nodes[n].parent {
-			depth++
-		}
-		s := &profile.Sample{Value: a.values(tot), Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, 0, depth)}
-		for n := k.node; n != 0; n = a.nodes[n].parent {
-			s.Location = append(s.Location, p.Location[a.nodes[n].loc-1])
+		stack := a.stackTab.stack(k.stack)
+		s := &profile.Sample{Value: a.values(tot), Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, len(stack))}
+		for i, loc := range stack {
+			s.Location[i] = p.Location[loc-1]
 		}
 		p.Sample = append(p.Sample, s)
 	}
@@ -323,7 +320,7 @@ func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Functi
 func (a *aggregator) stripped() []Stripped {
 	counts := make(map[string]int)
 	for k, tot := range a.stacks {
-		fr := a.frame(a.nodes[k.node].loc - 1)
+		fr := a.frame(a.stackTab.leaf(k.stack) - 1)
 		if fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Stripped() {
 			counts[fr.Module.Name] += int(tot.count)
 		}
@@ -353,7 +350,7 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 			byPid[k.pid] = c
 		}
 		c.kept += int(tot.count)
-		fr := a.frame(a.nodes[k.node].loc - 1)
+		fr := a.frame(a.stackTab.leaf(k.stack) - 1)
 		switch {
 		case fr.Module == nil:
 			c.nowhere += int(tot.count)
