@@ -602,12 +602,21 @@ func (a *aggregator) callchain(s *perfdata.Sample, t uint64) {
 // addCaller adds the location of a frame at pc, called from the frames
 // added before.
 func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
-	// A caller's address is where its call returns to: the call is the
-	// instruction before.
-	if len(a.ids) > 0 {
-		pc--
+	if len(a.ids) == 0 {
+		a.ids = append(a.ids, a.locate(pid, pc, t, kernel))
+		return
 	}
-	a.ids = append(a.ids, a.locate(pid, pc, t, kernel))
+	// A caller's address is where its call returns to: the call is the
+	// instruction before. But a signal handler returns to the first byte
+	// of its restorer (sigreturn), pushed by the kernel, not by a call:
+	// the byte before is the padding before that function, in no symbol.
+	id := a.locate(pid, pc-1, t, kernel)
+	if a.frame(id-1).Symbol.Name == "" {
+		if at := a.locate(pid, pc, t, kernel); a.frame(at-1).Symbol.Start == pc && a.frame(at-1).Symbol.Name != "" {
+			id = at
+		}
+	}
+	a.ids = append(a.ids, id)
 }
 
 // locate returns the id of the location of pc.
