@@ -90,6 +90,10 @@ agent started are not counted.`,
 			}
 			o.Log(fmt.Sprintf("stopped: %d windows, %d samples (%d lost), %d sent, %d dropped, %d pprof files",
 				st.Windows, st.Samples, st.Lost, st.Sent, st.Dropped, st.PprofFiles))
+			if o.OffCPU {
+				o.Log(fmt.Sprintf("off-CPU: %d switch-outs with their stacks, %d shorter than %v without; %d blocks under way at a cut not carried over",
+					st.Switches, st.ShortSwitches, o.OffCPUMin, st.Uncut))
+			}
 			return nil
 		},
 	}

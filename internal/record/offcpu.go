@@ -1,6 +1,9 @@
 package record
 
 import (
+	"cmp"
+	"slices"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/jitprof/jitprof/perfdata"
@@ -108,14 +111,23 @@ func (f *switchFilter) take(rec []byte) bool {
 }
 
 // short tells whether a switch-in of h's thread was seen within min after
-// h.
+// h: the first after it, as sortIns leaves them (a busy thread's thousands
+// a drain made a linear search a quadratic one, most of the agent's time).
 func (f *switchFilter) short(h heldSample) bool {
-	for _, in := range f.ins[h.tid] {
-		if in.time > h.time && in.time-h.time < f.min {
-			return true
+	ins := f.ins[h.tid]
+	i, _ := slices.BinarySearchFunc(ins, h.time+1, func(in switchIn, t uint64) int { return cmp.Compare(in.time, t) })
+	return i < len(ins) && ins[i].time-h.time < f.min
+}
+
+// sortIns sorts each thread's switch-ins by time, which the rings gave
+// in the order of their CPUs.
+func (f *switchFilter) sortIns() {
+	byTime := func(a, b switchIn) int { return cmp.Compare(a.time, b.time) }
+	for _, ins := range f.ins {
+		if !slices.IsSortedFunc(ins, byTime) {
+			slices.SortFunc(ins, byTime)
 		}
 	}
-	return false
 }
 
 // flush ends a drain: the samples of the drain before are written unless
@@ -123,6 +135,7 @@ func (f *switchFilter) short(h heldSample) bool {
 // the next. At the last drain (final), every sample not proven short is
 // written.
 func (f *switchFilter) flush(write func([]byte) error, final bool) error {
+	f.sortIns()
 	for _, h := range f.pending {
 		if f.short(h) {
 			f.dropped++

@@ -151,7 +151,9 @@ type Result struct {
 var ErrNoSpace = errors.New("no space left on device")
 
 // Ring buffer sizes, in pages. Samples with a DWARF call graph are 8 KiB
-// and more: 512 KiB would be half full after 32 of them.
+// and more: 512 KiB would be half full after 32 of them. Off-CPU, a sample
+// and two switch records at every switch, 50,000 a second, fill 256 KiB in
+// about 10 ms, less than a busy machine may leave the reader waiting.
 const (
 	defaultPages = 128
 	dwarfPages   = 512
@@ -389,13 +391,13 @@ func (s *session) start() error {
 }
 
 // openAll opens the events with ring buffers of the size asked for, or by
-// default of the size the call graph wants, halved down to the usual size
+// default of the size the call graph (or OffCPU) wants, halved down to the usual size
 // while the locked-memory limit refuses them.
 func (s *session) openAll(ev Event, ac attrConfig, cpus, tids []int) error {
 	pages := s.o.Pages
 	if pages == 0 {
 		pages = defaultPages
-		if ac.callGraph == DWARF {
+		if ac.callGraph == DWARF || s.o.OffCPU {
 			pages = dwarfPages
 		}
 	}
