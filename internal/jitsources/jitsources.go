@@ -45,12 +45,15 @@ func CheckClock(attrs []*perfdata.Attr) error {
 	return nil
 }
 
-var markerName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
+var markerName = regexp.MustCompile(`^jit-[0-9]+(\.dump|-[0-9]+\.dump|-[0-9]+-[A-Za-z0-9]{6})$`)
 
-// IsMarker tells a dump's marker mapping by the mapped file's name,
-// jit-<pid>.dump, as perf does. The pid in the name is the runtime's own,
-// which differs from the recorded one when the runtime ran in a container's
-// pid namespace, so it is not required to match.
+// IsMarker tells a dump's marker mapping by the mapped file's name:
+// jit-<pid>.dump, as perf has it, and JavaScriptCore's (Bun's)
+// jit-<tid>-<pid>.dump, or jit-<tid>-<pid>-XXXXXX, a temporary file in /tmp
+// when it is given no directory, which perf passes over. The pid in the
+// name is the runtime's own, which differs from the recorded one when the
+// runtime ran in a container's pid namespace, so it is not required to
+// match.
 func IsMarker(filename string) bool {
 	return markerName.MatchString(filepath.Base(filename))
 }

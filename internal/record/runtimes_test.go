@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
+	"github.com/jitprof/jitprof/internal/inject"
 	"github.com/jitprof/jitprof/internal/runtimes"
 )
 
@@ -129,6 +131,61 @@ func TestDeno(t *testing.T) {
 		if strings.HasPrefix(name, "JS:") && abs(float64(got[name]-n)) > 0.005*float64(total) {
 			t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
 		}
+	}
+}
+
+// TestBun records Bun with no flag: record sets BUN_JSC_useJITDump and the
+// directory of the dump, JavaScriptCore writes jit-<tid>-<pid>.dump (a
+// name perf inject passes over), and jitprof names hot and cold with the
+// shares of CPU time the program measured itself; perf, reading the
+// images jitprof inject writes from the same recording, counts the same
+// samples in each function.
+func TestBun(t *testing.T) {
+	bun, workload := fixtures.Bun(t), fixtures.Workload(t, "hotcold.js")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	var stdout strings.Builder
+	res, _ := record(t, Options{Freq: 4000, Output: data, RuntimeEnv: true, Stdout: &stdout,
+		Command: []string{bun, workload, "4"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("bun exited with status %d", res.ExitCode)
+	}
+	var truth map[string]int64
+	if err := json.Unmarshal([]byte(stdout.String()), &truth); err != nil {
+		t.Fatalf("bun's truth %q: %v", stdout.String(), err)
+	}
+	ar := analyzeRecording(t, data)
+	if len(ar.Dumps) != 1 || !regexp.MustCompile(`/jit-[0-9]+-[0-9]+\.dump$`).MatchString(ar.Dumps[0]) {
+		t.Fatalf("dumps %q, want JavaScriptCore's one in the recording's directory", ar.Dumps)
+	}
+	got := fixtures.LeafCounts(ar.Profile)
+	// JavaScriptCore names a function's code by its tier, its name and
+	// the hash of its source: "JSC-FTL: hot#A843bs".
+	jsc := regexp.MustCompile(`^JSC-[A-Za-z]+: (hot|cold)#`)
+	js := map[string]int{}
+	for name, n := range got {
+		if m := jsc.FindStringSubmatch(name); m != nil {
+			js[m[1]] += n
+		}
+	}
+	fixtures.CheckCPUShares(t, "jitprof", truth, js)
+
+	injected := filepath.Join(dir, "perf.jit.data")
+	if _, err := inject.Run(inject.Options{Input: data, Output: injected}); err != nil {
+		t.Fatal(err)
+	}
+	want, total := fixtures.SymbolCounts(t, injected, "-g", "none")
+	perfNamed := 0
+	for name, n := range want {
+		if strings.HasPrefix(name, "JSC-") {
+			perfNamed += n
+			if abs(float64(got[name]-n)) > 0.005*float64(total) {
+				t.Errorf("%q: perf %d samples, jitprof %d", name, n, got[name])
+			}
+		}
+	}
+	if perfNamed < total/2 {
+		t.Errorf("perf names %d of %d samples from jitprof inject's images: too few to compare", perfNamed, total)
 	}
 }
 

@@ -16,6 +16,8 @@ func TestRuntimeEnv(t *testing.T) {
 		"JITDUMPDIR=/out",
 		"MONO_ENV_OPTIONS=--jitmap",
 		"DENO_V8_FLAGS=--perf-prof,--interpreted-frames-native-stack",
+		"BUN_JSC_useJITDump=1",
+		"BUN_JSC_jitDumpDirectory=/out",
 	}
 	for _, tc := range []struct {
 		name      string
@@ -108,6 +110,8 @@ func TestOf(t *testing.T) {
 		{"", "python3.13", "python"},
 		{"/usr/bin/mono-sgen", "mono", "mono"},
 		{"/root/.npm/deno", "deno", "deno"},
+		{"/app/node_modules/bun/bin/bun.exe", "bun.exe", "bun"},
+		{"/usr/local/bin/bun", "bun", "bun"},
 		{"/usr/lib/llvm-14/bin/lli", "lli", "llvm"},
 		{"/usr/bin/bash", "bash", ""},
 	} {
