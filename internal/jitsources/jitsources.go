@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -45,7 +46,7 @@ func CheckClock(attrs []*perfdata.Attr) error {
 	return nil
 }
 
-var markerName = regexp.MustCompile(`^jit-[0-9]+(\.dump|-[0-9]+\.dump|-[0-9]+-[A-Za-z0-9]{6})$`)
+var markerName = regexp.MustCompile(`^jit-([0-9]+)(\.dump|-([0-9]+)\.dump|-([0-9]+)-[A-Za-z0-9]{6})$`)
 
 // IsMarker tells a dump's marker mapping by the mapped file's name:
 // jit-<pid>.dump, as perf has it, and JavaScriptCore's (Bun's)
@@ -55,7 +56,23 @@ var markerName = regexp.MustCompile(`^jit-[0-9]+(\.dump|-[0-9]+\.dump|-[0-9]+-[A
 // runtime ran in a container's pid namespace, so it is not required to
 // match.
 func IsMarker(filename string) bool {
-	return markerName.MatchString(filepath.Base(filename))
+	_, ok := MarkerPid(filename)
+	return ok
+}
+
+// MarkerPid returns the pid a marker's name gives: the runtime's own, as it
+// sees itself, which is the recorded one unless it ran in another pid
+// namespace.
+func MarkerPid(filename string) (uint32, bool) {
+	m := markerName.FindStringSubmatch(filepath.Base(filename))
+	if m == nil {
+		return 0, false
+	}
+	pid, err := strconv.ParseUint(cmp.Or(m[3], m[4], m[1]), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(pid), true
 }
 
 // IsAnonymous tells the mappings of anonymous memory, where JITs put their
@@ -320,8 +337,8 @@ func SearchDirs(path string, dirs []string) []string {
 // the one its process saw: in a container (another mount namespace), it
 // leads elsewhere on this side, or nowhere. So a dump is looked for, in
 // order:
-//   - for a process in another pid namespace (its dump's name, jit-<its own
-//     pid>.dump, has not the recorded pid), the copy jitprof record made while
+//   - for a process in another pid namespace (its dump's name gives its own
+//     pid, not the recorded one: MarkerPid), the copy jitprof record made while
 //     the process lived, jit-<recorded pid>.dump in dirs;
 //   - where the path leads in the process's own root (/proc/PID/root), while
 //     it runs (the pid's process must have started by the marker's time, or
@@ -342,13 +359,14 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 	var candidates []foreign.Path
 	own := fmt.Sprintf("jit-%d.dump", m.Pid)
 	base := filepath.Base(m.Path)
+	namePid, _ := MarkerPid(base)
 	atPath := foreign.Path{Name: m.Path, Rules: foreign.Rules{NoSymlinks: true}}
 	var inRoot []foreign.Path
 	if p, err := host.proc().Process(m.Pid, m.Time); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
 		atPath.Rules = atHost(p, host.Force)
 	}
-	if base != own {
+	if namePid != m.Pid {
 		for _, d := range dirs {
 			candidates = append(candidates, foreign.Plain(filepath.Join(d, own)))
 		}

@@ -49,27 +49,29 @@ func TestIsAnonymous(t *testing.T) {
 func TestIsMarker(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		want bool
+		pid  uint32 // 0: not a marker
 	}{
-		{"/tmp/jit-1234.dump", true},
-		{"/home/u/.debug/jit/java-jit-20240101.abc/jit-7.dump", true},
-		{"jit-7.dump", true},
-		{"/tmp/bun/jit-12504-12474.dump", true},
-		{"/tmp/jit-14596-14594-3UxcUx", true},
-		{"/tmp/jit-14596-14594", false},
-		{"/tmp/jit-14596-14594-3UxcU", false},
-		{"/tmp/jit-14596-14594-3UxcUx.dump", false},
-		{"/tmp/jit-1-2-3.dump", false},
-		{"/tmp/jit-.dump", false},
-		{"/tmp/jit-12a.dump", false},
-		{"/tmp/jit-12.dump.old", false},
-		{"/tmp/jit-12.dump (deleted)", false},
-		{"/tmp/myjit-12.dump", false},
-		{"/tmp/jit-12.dump/lib.so", false},
-		{"/tmp/perf-12.map", false},
+		{"/tmp/jit-1234.dump", 1234},
+		{"/home/u/.debug/jit/java-jit-20240101.abc/jit-7.dump", 7},
+		{"jit-7.dump", 7},
+		{"/tmp/bun/jit-12504-12474.dump", 12474},
+		{"/tmp/jit-14596-14594-3UxcUx", 14594},
+		{"/tmp/jit-14596-14594", 0},
+		{"/tmp/jit-14596-14594-3UxcU", 0},
+		{"/tmp/jit-14596-14594-3UxcUx.dump", 0},
+		{"/tmp/jit-1-2-3.dump", 0},
+		{"/tmp/jit-99999999999.dump", 0},
+		{"/tmp/jit-.dump", 0},
+		{"/tmp/jit-12a.dump", 0},
+		{"/tmp/jit-12.dump.old", 0},
+		{"/tmp/jit-12.dump (deleted)", 0},
+		{"/tmp/myjit-12.dump", 0},
+		{"/tmp/jit-12.dump/lib.so", 0},
+		{"/tmp/perf-12.map", 0},
 	} {
-		if got := IsMarker(tc.name); got != tc.want {
-			t.Errorf("IsMarker(%q) = %v, want %v", tc.name, got, tc.want)
+		pid, ok := MarkerPid(tc.name)
+		if ok != (tc.pid != 0) || pid != tc.pid || IsMarker(tc.name) != ok {
+			t.Errorf("MarkerPid(%q) = %d, %v; IsMarker %v; want pid %d", tc.name, pid, ok, IsMarker(tc.name), tc.pid)
 		}
 	}
 }
@@ -497,7 +499,8 @@ func TestLocate(t *testing.T) {
 	dir := t.TempDir()
 	self := uint32(os.Getpid())
 	at := func(name string) string { return filepath.Join(dir, name) }
-	for _, name := range []string{fmt.Sprintf("jit-%d.dump", self), "jit-7.dump", fmt.Sprintf("copies/jit-%d.dump", self), "copies/jit-7.dump", "copies/jit-8.dump"} {
+	jsc := fmt.Sprintf("jit-99-%d.dump", self) // JavaScriptCore's: jit-<tid>-<pid>.dump
+	for _, name := range []string{fmt.Sprintf("jit-%d.dump", self), "jit-7.dump", jsc, "jit-99-7.dump", fmt.Sprintf("copies/jit-%d.dump", self), "copies/jit-7.dump", "copies/jit-8.dump"} {
 		if err := os.MkdirAll(filepath.Dir(at(name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -524,6 +527,8 @@ func TestLocate(t *testing.T) {
 		{"its own, where it was", Marker{Path: at(fmt.Sprintf("jit-%d.dump", self)), Pid: self}, at(fmt.Sprintf("jit-%d.dump", self))},
 		{"its own, moved", Marker{Path: at(fmt.Sprintf("gone/jit-%d.dump", self)), Pid: self}, at(fmt.Sprintf("copies/jit-%d.dump", self))},
 		{"another namespace's: the copy", Marker{Path: at("jit-7.dump"), Pid: self}, at(fmt.Sprintf("copies/jit-%d.dump", self))},
+		{"JavaScriptCore's own, where it was", Marker{Path: at(jsc), Pid: self}, at(jsc)},
+		{"JavaScriptCore's of another namespace: the copy", Marker{Path: at("jit-99-7.dump"), Pid: self}, at(fmt.Sprintf("copies/jit-%d.dump", self))},
 		// Not running, no copy: where it was, then by its name.
 		{"another namespace's, no copy", Marker{Path: at("jit-7.dump"), Pid: 1<<23 + self}, at("jit-7.dump")},
 		{"another namespace's, by name", Marker{Path: at("gone/jit-8.dump"), Pid: 1<<23 + self}, at("copies/jit-8.dump")},
