@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -102,24 +101,7 @@ func TestInlineInfoInvalid(t *testing.T) {
 		{"file without NUL", append(fixed(0), 'a', 0, 'b'), "file name has no terminating NUL"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian}, []jitdump.Record{
-				&jitdump.Unknown{RecordHeader: jitdump.RecordHeader{Type: jitdump.TypeInlineInfo}, Body: tt.body},
-				&jitdump.CodeClose{},
-			})
-			r, _ := jitdump.NewBytesReader(data)
-			rec, err := r.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			inv, ok := rec.(*jitdump.Invalid)
-			if !ok || !strings.Contains(inv.Err.Error(), tt.msg) || inv.Err.Off != jitdump.HeaderSize {
-				t.Fatalf("got %#v, want an invalid record at %d saying %q", rec, jitdump.HeaderSize, tt.msg)
-			}
-			if rec, err := r.Next(); err != nil || rec.Header().Type != jitdump.TypeCodeClose {
-				t.Errorf("reading did not go on: %v %v", rec, err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkInvalidBody(t, jitdump.TypeInlineInfo, tt.body, tt.msg) })
 	}
 }
 

@@ -556,3 +556,26 @@ func TestRecordAt(t *testing.T) {
 		}
 	}
 }
+
+// checkInvalidBody reads a record of type typ and the given body, followed
+// by a CODE_CLOSE: the record is invalid, at its offset, saying msg, and
+// reading goes on to the next.
+func checkInvalidBody(t *testing.T, typ jitdump.RecordType, body []byte, msg string) {
+	t.Helper()
+	data := encode(t, jitdump.Header{ByteOrder: binary.LittleEndian}, []jitdump.Record{
+		&jitdump.Unknown{RecordHeader: jitdump.RecordHeader{Type: typ}, Body: body},
+		&jitdump.CodeClose{},
+	})
+	r, _ := jitdump.NewBytesReader(data)
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, ok := rec.(*jitdump.Invalid)
+	if !ok || !strings.Contains(inv.Err.Error(), msg) || inv.Err.Off != jitdump.HeaderSize {
+		t.Fatalf("got %#v, want an invalid record at %d saying %q", rec, jitdump.HeaderSize, msg)
+	}
+	if rec, err := r.Next(); err != nil || rec.Header().Type != jitdump.TypeCodeClose {
+		t.Errorf("reading did not go on: %v %v", rec, err)
+	}
+}
