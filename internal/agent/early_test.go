@@ -16,7 +16,8 @@ import (
 
 // TestEarlyWindows: every window symbolized before a dump it needs caught
 // up is both counted as early and logged, one line each, whether the dump
-// is where its process wrote it or the watcher's copy of a container's;
+// is where its process wrote it (named as perf has it, or as
+// JavaScriptCore names it) or the watcher's copy of a container's;
 // the first line about a dump explains, a window whose dump caught up is
 // neither.
 func TestEarlyWindows(t *testing.T) {
@@ -41,14 +42,16 @@ func TestEarlyWindows(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		container bool // the dump is the watcher's copy, named by the pid in the container
+		file      string // the dump's name, as its process named it on the host
+		container bool   // the dump is the watcher's copy, named by the pid in the container
 	}{
-		{"on the host", false},
-		{"in a container", true},
+		{"on the host", fmt.Sprintf("jit-%d.dump", pid), false},
+		{"JavaScriptCore's on the host", fmt.Sprintf("jit-77-%d.dump", pid), false},
+		{"in a container", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copies := t.TempDir()
-			path := filepath.Join(t.TempDir(), fmt.Sprintf("jit-%d.dump", pid))
+			path := filepath.Join(t.TempDir(), tc.file)
 			read := path
 			if tc.container {
 				path = "/tmp/jit-1.dump" // as the process in the container sees it: never opened

@@ -185,8 +185,8 @@ const maxEarlyNamed = 5
 // process in a container (its dump named by its pid there), as
 // jitsources finds it, or where the process saw it.
 func (y *symbolizer) dumpPath(d dumpWait) string {
-	if own := fmt.Sprintf("jit-%d.dump", d.pid); filepath.Base(d.path) != own {
-		return filepath.Join(y.dir, own)
+	if pid, _ := jitsources.MarkerPid(d.path); pid != d.pid {
+		return filepath.Join(y.dir, fmt.Sprintf("jit-%d.dump", d.pid))
 	}
 	return d.path
 }
