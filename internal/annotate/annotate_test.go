@@ -3,8 +3,7 @@ package annotate
 import (
 	"bytes"
 	"fmt"
-	"github.com/jitprof/jitprof/internal/contract"
-	"os"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/disasm"
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/perfdata"
-	"golang.org/x/sys/unix"
 )
 
 // The synthetic recording's code: V8's outer, TurboFan code with inner
@@ -55,90 +55,56 @@ var synthSamples = map[uint64]int{
 func synthProfile(t *testing.T) *profile.Profile {
 	t.Helper()
 	dir := t.TempDir()
-	start := jitdump.Now()
-	var b bytes.Buffer
-	w, err := jitdump.NewWriter(&b, jitdump.Header{Pid: synthPid})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos := func(addr uint64, line, col uint32) jitdump.DebugEntry {
-		return jitdump.DebugEntry{Addr: addr + jitdump.V8LineBias, Line: line, Discrim: col, File: script}
-	}
-	nops := func(n int) []byte { return bytes.Repeat([]byte{0x90}, n) }
-	load := func(fn *jitdump.Function) uint64 {
-		index, err := w.Load(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return index
-	}
-	// inner's own unoptimized code tells where its source ends (8:1).
-	load(&jitdump.Function{Name: "JS:^inner " + script + ":5:15", Addr: innerAddr, Code: nops(0x10),
-		Lines: []jitdump.DebugEntry{pos(innerAddr, 6, 3), pos(innerAddr+1, 8, 1)}})
-	load(&jitdump.Function{Name: outer, Addr: outerAddr, Code: nops(0x40),
-		Lines: []jitdump.DebugEntry{pos(outerAddr, 2, 3), pos(outerAddr+0x10, 6, 5), pos(outerAddr+0x18, 7, 5), pos(outerAddr+0x20, 9, 1)}})
-	load(&jitdump.Function{Name: noline, Addr: nolineAdr, Code: nops(0x10)})
-	load(&jitdump.Function{Name: anonFn, Addr: anonFnAdr, Code: nops(0x10)})
-	root := load(&jitdump.Function{Name: "root", Addr: rootAddr, Code: nops(0x40),
-		Lines: []jitdump.DebugEntry{{Addr: rootAddr, Line: 10, File: "root.src"}, {Addr: rootAddr + 0x30, Line: 12, File: "root.src"}}})
-	for _, in := range []*jitdump.InlineInfo{
-		{CodeAddr: rootAddr + 0x10, CodeSize: 0x20, MethodID: 2, Name: "mid", File: "mid.src",
-			Lines: []jitdump.InlineLine{{Addr: rootAddr + 0x10, Line: 20}, {Addr: rootAddr + 0x14, Line: 21}}},
-		{CodeAddr: rootAddr + 0x30, CodeSize: 0x8, MethodID: 3, Name: "other", File: "other.src",
-			Lines: []jitdump.InlineLine{{Addr: rootAddr + 0x30, Line: 40}}},
-	} {
-		in.Timestamp, in.CodeIndex, in.ParentID, in.RootID = jitdump.Now(), root, 1, 1
-		if err := w.WriteRecord(in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	dump := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", synthPid))
-	if err := os.WriteFile(dump, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	attr := &perfdata.Attr{Type: 1, SamplePeriod: 1,
-		SampleType: perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod,
-		Flags:      perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm | perfdata.AttrSampleIDAll | perfdata.AttrUseClockID,
-		ClockID:    unix.CLOCK_MONOTONIC, IDs: []uint64{1}}
-	data := filepath.Join(dir, "perf.data")
-	pw, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{attr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr := func(typ perfdata.RecordType) perfdata.RecordHeader {
-		return perfdata.RecordHeader{Type: typ, Attr: attr, Misc: perfdata.MiscUser}
-	}
-	trailer := func(time uint64) perfdata.Trailer { return perfdata.Trailer{Pid: synthPid, Tid: synthPid, Time: time} }
-	recs := []perfdata.Record{
-		&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: synthPid, Tid: synthPid, Comm: "vm", Trailer: trailer(start)},
-		&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: synthPid, Tid: synthPid, Addr: 0x7fff00000000, Len: 0x1000,
-			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: dump, Trailer: trailer(start)},
-		&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: synthPid, Tid: synthPid, Addr: anonAddr, Len: 0x1000,
-			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: "//anon", Trailer: trailer(start)},
-	}
-	now := jitdump.Now()
-	for _, addr := range slices.Sorted(func(yield func(uint64) bool) {
-		for a := range synthSamples {
-			if !yield(a) {
-				return
+	rec := synth.NewRecording()
+	rec.Comm(synthPid, synthPid, "vm")
+	rec.Marker(synthPid, dump)
+	rec.Map(synthPid, anonAddr, 0x1000, "//anon")
+	err := synth.WriteDump(dump, synthPid, func(w *jitdump.Writer) error {
+		pos := func(addr uint64, line, col uint32) jitdump.DebugEntry {
+			return jitdump.DebugEntry{Addr: addr + jitdump.V8LineBias, Line: line, Discrim: col, File: script}
+		}
+		nops := func(n int) []byte { return bytes.Repeat([]byte{0x90}, n) }
+		load := func(fn *jitdump.Function) uint64 {
+			index, err := w.Load(fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return index
+		}
+		// inner's own unoptimized code tells where its source ends (8:1).
+		load(&jitdump.Function{Name: "JS:^inner " + script + ":5:15", Addr: innerAddr, Code: nops(0x10),
+			Lines: []jitdump.DebugEntry{pos(innerAddr, 6, 3), pos(innerAddr+1, 8, 1)}})
+		load(&jitdump.Function{Name: outer, Addr: outerAddr, Code: nops(0x40),
+			Lines: []jitdump.DebugEntry{pos(outerAddr, 2, 3), pos(outerAddr+0x10, 6, 5), pos(outerAddr+0x18, 7, 5), pos(outerAddr+0x20, 9, 1)}})
+		load(&jitdump.Function{Name: noline, Addr: nolineAdr, Code: nops(0x10)})
+		load(&jitdump.Function{Name: anonFn, Addr: anonFnAdr, Code: nops(0x10)})
+		root := load(&jitdump.Function{Name: "root", Addr: rootAddr, Code: nops(0x40),
+			Lines: []jitdump.DebugEntry{{Addr: rootAddr, Line: 10, File: "root.src"}, {Addr: rootAddr + 0x30, Line: 12, File: "root.src"}}})
+		for _, in := range []*jitdump.InlineInfo{
+			{CodeAddr: rootAddr + 0x10, CodeSize: 0x20, MethodID: 2, Name: "mid", File: "mid.src",
+				Lines: []jitdump.InlineLine{{Addr: rootAddr + 0x10, Line: 20}, {Addr: rootAddr + 0x14, Line: 21}}},
+			{CodeAddr: rootAddr + 0x30, CodeSize: 0x8, MethodID: 3, Name: "other", File: "other.src",
+				Lines: []jitdump.InlineLine{{Addr: rootAddr + 0x30, Line: 40}}},
+		} {
+			in.Timestamp, in.CodeIndex, in.ParentID, in.RootID = jitdump.Now(), root, 1, 1
+			if err := w.WriteRecord(in); err != nil {
+				return err
 			}
 		}
-	}) {
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Now = jitdump.Now() // the samples after the code's load
+	for _, addr := range slices.Sorted(maps.Keys(synthSamples)) {
 		for range synthSamples[addr] {
-			now++
-			recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: addr, Pid: synthPid, Tid: synthPid, Time: now, Period: 1})
+			rec.Sample(synthPid, addr)
 		}
 	}
-	for _, r := range recs {
-		if err := pw.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pw.Close(); err != nil {
+	data := filepath.Join(dir, "perf.data")
+	if err := rec.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	res, err := perfprof.Run(perfprof.Options{Input: data})

@@ -6,11 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
-	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/perfdata"
 )
 
 // TestCallerAddress: a caller is named by the instruction before its
@@ -28,21 +25,9 @@ func TestCallerAddress(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", synthPid)), []byte(perfMap), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "perf.data")
-	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{synthAttr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := jitdump.Now()
-	hdr := func(typ perfdata.RecordType) perfdata.RecordHeader {
-		return perfdata.RecordHeader{Type: typ, Attr: synthAttr, Misc: perfdata.MiscUser}
-	}
-	tr := func() perfdata.Trailer { now++; return perfdata.Trailer{Pid: synthPid, Tid: synthPid, Time: now} }
-	recs := []perfdata.Record{
-		&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: synthPid, Tid: synthPid, Comm: "jit", Trailer: tr()},
-		&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: synthPid, Tid: synthPid, Addr: base, Len: 0x10000,
-			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: "//anon", Trailer: tr()},
-	}
+	rec := synth.NewRecording()
+	rec.Comm(synthPid, synthPid, "jit")
+	rec.Map(synthPid, base, 0x10000, "//anon")
 	leaf := uint64(base + 0x34)
 	cases := []struct {
 		ret  uint64
@@ -54,16 +39,10 @@ func TestCallerAddress(t *testing.T) {
 		{base + 0x18, "[unknown]"}, // in the padding, a call from nowhere known
 	}
 	for _, c := range cases {
-		now++
-		recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: leaf, Pid: synthPid, Tid: synthPid, Time: now, Period: 1,
-			Callchain: []uint64{perfdata.ContextUser, leaf, c.ret}})
+		rec.Sample(synthPid, leaf, c.ret)
 	}
-	for _, r := range recs {
-		if err := w.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	data := filepath.Join(dir, "perf.data")
+	if err := rec.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	res := run(t, perfprof.Options{Input: data})

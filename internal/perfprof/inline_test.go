@@ -1,18 +1,16 @@
 package perfprof_test
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/perfdata"
-	"golang.org/x/sys/unix"
 )
 
 // inlineRecording writes a recording of one process whose dump has root at
@@ -23,63 +21,38 @@ func inlineRecording(t *testing.T, offsets ...uint64) string {
 	t.Helper()
 	const pid, code = 1<<22 + 1, 0x10001000
 	dir := t.TempDir()
-	start := jitdump.Now() // the runtime maps the dump's marker before it loads code
-	var b bytes.Buffer
-	w, err := jitdump.NewWriter(&b, jitdump.Header{Pid: pid})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := w.Load(&jitdump.Function{Name: "root", Addr: code, Code: make([]byte, 0x100),
-		Lines: []jitdump.DebugEntry{{Addr: code, Line: 10, File: "root.src"}, {Addr: code + 0x10, Line: 11, File: "root.src"}, {Addr: code + 0x40, Line: 12, File: "root.src"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range []*jitdump.InlineInfo{
-		{CodeIndex: index, CodeAddr: code + 0x10, CodeSize: 0x30, MethodID: 2, ParentID: 1, RootID: 1, Name: "mid", File: "mid.src",
-			Lines: []jitdump.InlineLine{{Addr: code + 0x10, Line: 20}, {Addr: code + 0x20, Line: 21}, {Addr: code + 0x30, Line: 22}}},
-		{CodeIndex: index, CodeAddr: code + 0x20, CodeSize: 0x10, MethodID: 3, ParentID: 2, RootID: 1, Name: "leaf", File: "leaf.src",
-			Lines: []jitdump.InlineLine{{Addr: code + 0x20, Line: 30}}},
-	} {
-		in.Timestamp = jitdump.Now()
-		if err := w.WriteRecord(in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	rec := synth.NewRecording() // the runtime maps the dump's marker before it loads code
 	dump := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", pid))
-	if err := os.WriteFile(dump, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	attr := &perfdata.Attr{Type: 1, SamplePeriod: 1,
-		SampleType: perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod,
-		Flags:      perfdata.AttrMmap | perfdata.AttrMmap2 | perfdata.AttrComm | perfdata.AttrSampleIDAll | perfdata.AttrUseClockID,
-		ClockID:    unix.CLOCK_MONOTONIC, IDs: []uint64{1}}
-	data := filepath.Join(dir, "perf.data")
-	pw, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{attr}})
+	rec.Comm(pid, pid, "vm")
+	rec.Marker(pid, dump)
+	err := synth.WriteDump(dump, pid, func(w *jitdump.Writer) error {
+		index, err := w.Load(&jitdump.Function{Name: "root", Addr: code, Code: make([]byte, 0x100),
+			Lines: []jitdump.DebugEntry{{Addr: code, Line: 10, File: "root.src"}, {Addr: code + 0x10, Line: 11, File: "root.src"}, {Addr: code + 0x40, Line: 12, File: "root.src"}}})
+		if err != nil {
+			return err
+		}
+		for _, in := range []*jitdump.InlineInfo{
+			{CodeIndex: index, CodeAddr: code + 0x10, CodeSize: 0x30, MethodID: 2, ParentID: 1, RootID: 1, Name: "mid", File: "mid.src",
+				Lines: []jitdump.InlineLine{{Addr: code + 0x10, Line: 20}, {Addr: code + 0x20, Line: 21}, {Addr: code + 0x30, Line: 22}}},
+			{CodeIndex: index, CodeAddr: code + 0x20, CodeSize: 0x10, MethodID: 3, ParentID: 2, RootID: 1, Name: "leaf", File: "leaf.src",
+				Lines: []jitdump.InlineLine{{Addr: code + 0x20, Line: 30}}},
+		} {
+			in.Timestamp = jitdump.Now()
+			if err := w.WriteRecord(in); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := jitdump.Now()
-	recs := []perfdata.Record{
-		&perfdata.Comm{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeComm, Attr: attr, Misc: perfdata.MiscCommExec},
-			Pid: pid, Tid: pid, Comm: "vm", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: start}},
-		&perfdata.Mmap2{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Attr: attr, Misc: perfdata.MiscUser},
-			Pid: pid, Tid: pid, Addr: 0x7fff00000000, Len: 0x1000, Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE,
-			Filename: dump, Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: start}},
+	rec.Now = jitdump.Now() // the samples after the code's load
+	for _, off := range offsets {
+		rec.Sample(pid, code+off)
 	}
-	for i, off := range offsets {
-		recs = append(recs, &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSample, Attr: attr, Misc: perfdata.MiscUser},
-			IP: code + off, Pid: pid, Tid: pid, Time: now + uint64(i+1), Period: 1})
-	}
-	for _, r := range recs {
-		if err := pw.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pw.Close(); err != nil {
+	data := filepath.Join(dir, "perf.data")
+	if err := rec.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	return data

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/jitdump"
-	"github.com/jitprof/jitprof/perfdata"
-	"golang.org/x/sys/unix"
 )
 
 // TestUnnamed: a process whose samples land in anonymous memory no dump or
@@ -26,43 +27,22 @@ func TestUnnamed(t *testing.T) {
 	// waits has a dump that describes one function; most of its samples
 	// fall beyond it, in code its runtime has not written out yet.
 	dumpPath := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", waits))
-	var buf bytes.Buffer
-	jw, err := jitdump.NewWriter(&buf, jitdump.Header{Pid: waits})
+	err := synth.WriteDump(dumpPath, waits, func(w *jitdump.Writer) error {
+		_, err := w.Load(&jitdump.Function{Name: "described", Addr: anon, Code: bytes.Repeat([]byte{0x90}, 0x100)})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := jw.Load(&jitdump.Function{Name: "described", Addr: anon, Code: bytes.Repeat([]byte{0x90}, 0x100)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := jw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dumpPath, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", mapped)), []byte("50000000 1000 Shares:Alpha (ulong,ulong)\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "perf.data")
-	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{synthAttr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := jitdump.Now()
-	hdr := func(typ perfdata.RecordType) perfdata.RecordHeader {
-		return perfdata.RecordHeader{Type: typ, Attr: synthAttr, Misc: perfdata.MiscUser}
-	}
-	var recs []perfdata.Record
+	rec := synth.NewRecording()
 	for _, pid := range []uint32{unflagged, mapped, few, waits} {
-		now++
-		recs = append(recs,
-			&perfdata.Comm{RecordHeader: hdr(perfdata.TypeComm), Pid: pid, Tid: pid, Comm: "mono", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}},
-			&perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: pid, Tid: pid, Addr: anon, Len: 0x10000,
-				Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: "//anon", Trailer: perfdata.Trailer{Pid: pid, Tid: pid, Time: now}})
+		rec.Comm(pid, pid, "mono")
+		rec.Map(pid, anon, 0x10000, "//anon")
 	}
-	now++
-	recs = append(recs, &perfdata.Mmap2{RecordHeader: hdr(perfdata.TypeMmap2), Pid: waits, Tid: waits, Addr: 0x7fff00000000, Len: 0x1000,
-		Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE, Filename: dumpPath, Trailer: perfdata.Trailer{Pid: waits, Tid: waits, Time: now}})
+	rec.Marker(waits, dumpPath)
 	samples := map[uint32]int{unflagged: 40, mapped: 30, few: 10, waits: 25}
 	for _, pid := range []uint32{unflagged, mapped, few, waits} {
 		ip := uint64(anon + 0x10)
@@ -70,17 +50,11 @@ func TestUnnamed(t *testing.T) {
 			ip = anon + 0x2000 // beyond the function its dump describes
 		}
 		for range samples[pid] {
-			now++
-			recs = append(recs, &perfdata.Sample{RecordHeader: hdr(perfdata.TypeSample), IP: ip, Pid: pid, Tid: pid, Time: now, Period: 1,
-				Callchain: []uint64{perfdata.ContextUser, ip}})
+			rec.Sample(pid, ip)
 		}
 	}
-	for _, r := range recs {
-		if err := w.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	data := filepath.Join(dir, "perf.data")
+	if err := rec.Write(data); err != nil {
 		t.Fatal(err)
 	}
 	res := run(t, perfprof.Options{Input: data})
