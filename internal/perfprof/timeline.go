@@ -2,7 +2,6 @@ package perfprof
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/perfdata"
@@ -76,10 +75,10 @@ func (a *aggregator) reach(t uint64) {
 	// Slots are renumbered from the new first: old slot s, at time
 	// (tl.lo+s)<<shift, becomes ((tl.lo+s)>>d) - lo>>d.
 	stacks := make(map[stackKey]total, len(a.stacks))
-	for k, tot := range maps.All(a.stacks) {
+	for k, tot := range a.stacks {
 		k.slot = uint32((tl.lo+uint64(k.slot))>>d - lo>>d)
 		sum := stacks[k]
-		stacks[k] = total{sum.count + tot.count, sum.period + tot.period, sum.off + tot.off}
+		stacks[k] = total{count: sum.count + tot.count, period: sum.period + tot.period, off: sum.off + tot.off}
 	}
 	a.stacks = stacks
 	tl.shift += d
