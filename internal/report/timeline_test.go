@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -279,5 +280,23 @@ func TestTimelineBrowser(t *testing.T) {
 	}
 	if thrown := c.exceptions(); len(thrown) > 0 {
 		t.Errorf("the page threw %s", thrown)
+	}
+}
+
+// TestTimelineNames: a thread's name, which the profiled program chooses,
+// cannot end the page's script: the row's data is escaped as the flame
+// graph's is, and the script puts names in the page as text only.
+func TestTimelineNames(t *testing.T) {
+	evil := "</script><script>alert(1)</script>"
+	p := wallProfBuilder().slotted(evil, 10, 0, 1_000_000, 1_000_000, jit+":"+evil).p
+	page, d := htmlPage(t, p, Options{Value: 1})
+	if bytes.Contains(page, []byte("alert(1)</script>")) {
+		t.Errorf("the name reaches the page unescaped:\n%s", page)
+	}
+	if tl := d.Stages[0].Timeline; tl == nil || tl.Threads[0].Comm != evil {
+		t.Errorf("the thread's name in the page: %+v", tl)
+	}
+	if regexp.MustCompile(`innerHTML|insertAdjacentHTML|document\.write`).MatchString(timelineJS) {
+		t.Error("timeline.js writes markup: names must go in as text")
 	}
 }
