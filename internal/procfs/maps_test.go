@@ -43,3 +43,15 @@ func TestParseMapsLine(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseMaps(f *testing.F) {
+	f.Add([]byte("55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766   /usr/bin/sleep\n7f-80 ---s 0 0:0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, err := ParseMaps(b)
+		for _, m := range ms {
+			if err == nil && (m.End < m.Start || m.Name == "") {
+				t.Fatalf("accepted %+v", m)
+			}
+		}
+	})
+}

@@ -35,16 +35,18 @@ func TestParseCPUList(t *testing.T) {
 	}
 }
 
-func FuzzParseMaps(f *testing.F) {
-	f.Add([]byte("55ade6605000-55ade660a000 r-xp 00002000 fe:00 247766   /usr/bin/sleep\n7f-80 ---s 0 0:0 0\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, err := procfs.ParseMaps(b)
-		for _, m := range ms {
-			if err == nil && (m.End < m.Start || m.Name == "") {
-				t.Fatalf("accepted %+v", m)
-			}
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0-3,5,7-8", "0", "", "3-1", "0-99999999999", ",,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := parseCPUList(s)
+		if err != nil {
+			return
 		}
-		parseCPUList(string(b))
+		if len(cpus) > maxCPUs || slices.ContainsFunc(cpus, func(c int) bool { return c < 0 || c >= maxCPUs }) {
+			t.Fatalf("%q: accepted %d CPUs, %v", s, len(cpus), cpus)
+		}
 	})
 }
 
