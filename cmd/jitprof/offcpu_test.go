@@ -119,7 +119,7 @@ func TestOffCPUTruth(t *testing.T) {
 				if m[1] != "" {
 					tid, _ = strconv.ParseInt(m[1], 10, 64)
 				}
-				var wall, offBlocker, offSpinner, offJFR, cpu int64
+				var wall, offBlocker, offSpinner, offJFR, cpu, cpuSpinner int64
 				for _, s := range res.Profile.Sample {
 					if s.NumLabel["tid"][0] != tid {
 						continue
@@ -130,8 +130,11 @@ func TestOffCPUTruth(t *testing.T) {
 					if blocking {
 						offBlocker += s.Value[3]
 					}
-					if hasFrame(s.Location, tc.spinner) && !blocking && !hasFrame(s.Location, perfprof.PreemptedFrame) {
-						offSpinner += s.Value[3]
+					if hasFrame(s.Location, tc.spinner) && !blocking {
+						cpuSpinner += s.Value[2]
+						if !hasFrame(s.Location, perfprof.PreemptedFrame) {
+							offSpinner += s.Value[3]
+						}
 					}
 					if tc.jfrFrame != "" && hasFrame(s.Location, tc.jfrFrame) {
 						offJFR += s.Value[3]
@@ -139,13 +142,17 @@ func TestOffCPUTruth(t *testing.T) {
 				}
 				sec := func(ns int64) float64 { return float64(ns) / 1e9 }
 				age := sec(lifetime(t, data, uint32(tid)))
-				t.Logf("thread %d: wall %.3f s (cpu %.3f), age %.3f s; %s off the CPU %.3f s, truth %.3f s; %s %.3f s",
-					tid, sec(wall), sec(cpu), age, tc.blocker, sec(offBlocker), blocked, tc.spinner, sec(offSpinner))
+				t.Logf("thread %d: wall %.3f s (cpu %.3f), age %.3f s; %s off the CPU %.3f s, truth %.3f s; %s on the CPU %.3f s, off %.3f s",
+					tid, sec(wall), sec(cpu), age, tc.blocker, sec(offBlocker), blocked, tc.spinner, sec(cpuSpinner), sec(offSpinner))
 				if got, want := 100*sec(offBlocker)/sec(wall), 100*blocked/age; got < want-3 || got > want+3 {
 					t.Errorf("thread %d: %s off the CPU: %.1f%% of its time, truth %.1f%%", tid, tc.blocker, got, want)
 				}
 				if want := 100 * blocked / age; want < 10 {
 					t.Errorf("thread %d blocked %.1f%% of its time: too little to tell anything", tid, want)
+				}
+				// Its frame named: most of the thread's CPU time is in it.
+				if cpuSpinner < cpu/2 {
+					t.Errorf("thread %d: %s has %.3f s of its %.3f s on the CPU", tid, tc.spinner, sec(cpuSpinner), sec(cpu))
 				}
 				if got := 100 * sec(offSpinner) / sec(wall); got > 3 {
 					t.Errorf("thread %d: %s, which never blocks, off the CPU %.1f%% of the time", tid, tc.spinner, got)

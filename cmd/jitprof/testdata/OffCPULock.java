@@ -13,7 +13,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * CPU in METHOD (holdMonitor's time apart): the time in it less the CPU
  * time the kernel gave the thread meanwhile, as a lock spins a little
  * before it parks, and a thread woken, or a thread waking another, may
- * wait for a CPU.
+ * wait for a CPU. Other threads contend first, briefly and often, so that
+ * the JIT compiles the methods before the threads measured start: as a
+ * service is when it is profiled, and as the JVMTI agent describes code
+ * only after it ran (a frame in code compiled moments before may be
+ * unnamed yet).
  */
 public class OffCPULock {
     static final ReentrantLock LOCK = new ReentrantLock();
@@ -75,9 +79,12 @@ public class OffCPULock {
         return sum;
     }
 
-    public static void main(String[] args) throws Exception {
-        boolean monitor = args[0].equals("monitor");
-        long millis = args.length > 1 ? Long.parseLong(args[1]) : 3000;
+    /**
+     * Runs n threads named NAME-i that contend iterations times or for
+     * millis, each time holding the lock or monitor for holdNs, then working
+     * alone for aloneNs, and returns their truths.
+     */
+    static String[] contend(boolean monitor, String name, long iterations, long millis, long holdNs, long aloneNs) throws InterruptedException {
         int n = 3;
         String[] lines = new String[n];
         Thread[] threads = new Thread[n];
@@ -90,21 +97,21 @@ public class OffCPULock {
                 long[] blocked = {0};
                 try {
                     String tid = Files.readSymbolicLink(Path.of("/proc/thread-self")).getFileName().toString();
-                    while (System.nanoTime() - start < millis * 1_000_000L) {
+                    for (long k = 0; k < iterations && System.nanoTime() - start < millis * 1_000_000L; k++) {
                         if (monitor) {
-                            sum += waitForMonitor(2_000_000, blocked);
+                            sum += waitForMonitor(holdNs, blocked);
                         } else {
                             waitForLock(blocked);
-                            sum += holdLock(2_000_000);
+                            sum += holdLock(holdNs);
                         }
-                        sum += spin(1_000_000);
+                        sum += spin(aloneNs);
                     }
                     // The sum keeps the compiler from dropping the work.
                     lines[me] = String.format("truth %s %s %.6f (%d)", monitor ? "waitForMonitor" : "waitForLock", tid, blocked[0] / 1e9, sum);
                 } catch (Exception e) {
                     throw new RuntimeException(e);
                 }
-            }, (monitor ? "monitor-" : "lock-") + i);
+            }, name + "-" + i);
         }
         for (Thread t : threads) {
             t.start();
@@ -112,7 +119,14 @@ public class OffCPULock {
         for (Thread t : threads) {
             t.join();
         }
-        for (String line : lines) {
+        return lines;
+    }
+
+    public static void main(String[] args) throws Exception {
+        boolean monitor = args[0].equals("monitor");
+        long millis = args.length > 1 ? Long.parseLong(args[1]) : 3000;
+        contend(monitor, "warmup", 10_000, 10_000, 5_000, 5_000);
+        for (String line : contend(monitor, monitor ? "monitor" : "lock", Long.MAX_VALUE, millis, 2_000_000, 1_000_000)) {
             System.out.println(line);
         }
     }
