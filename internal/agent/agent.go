@@ -236,6 +236,9 @@ func Run(ctx context.Context, o Options) (Status, error) {
 		return Status{}, err
 	}
 	defer st.Close()
+	if o.OffCPU && o.CallGraph == record.DWARF {
+		o.Log("--off-cpu with --call-graph dwarf: the kernel copies the stack at every switch-out, the short ones too; at tens of thousands of switches a second that is more than the ring buffers take (the status counts what is lost)")
+	}
 
 	dir := o.KeepWindows
 	if dir == "" {
