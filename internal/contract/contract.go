@@ -8,7 +8,9 @@
 //   - a jitted function's code: BuildID JITBuildID, File the dump's path,
 //     [Start, Limit) the function's place, Offset its code_index;
 //   - a perf map's entries: File the map's path, perf-<pid>.map (IsPerfMap);
-//   - the kernel (KernelFile) and the vDSO (VDSOFile).
+//   - the kernel (KernelFile) and the vDSO (VDSOFile);
+//   - OffCPUFile: the frames an off-CPU or wall-clock profile adds that
+//     stand for no code (PreemptedFrame, a stack's end).
 //
 // Its Functions are named as names.go says, and an inlined frame that the
 // runtime did not record but jitprof worked out ends with InferredSuffix.
@@ -30,6 +32,8 @@ const (
 	JITBuildID = "jitdump"
 	KernelFile = "[kernel.kallsyms]"
 	VDSOFile   = "[vdso]"
+	// OffCPUFile holds no code: nothing is to be read from it.
+	OffCPUFile = "[off-cpu]"
 )
 
 // InferredSuffix ends the name of an inlined frame that the runtime did not
@@ -53,6 +57,7 @@ const (
 	PerfMap             // a perf map's entries
 	Kernel
 	VDSO
+	OffCPU // frames that stand for time off the CPU, not for code
 )
 
 // KindOf tells what m holds.
@@ -68,6 +73,8 @@ func KindOf(m *profile.Mapping) Kind {
 		return Kernel
 	case m.File == VDSOFile:
 		return VDSO
+	case m.File == OffCPUFile:
+		return OffCPU
 	}
 	return File
 }

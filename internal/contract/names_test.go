@@ -156,3 +156,22 @@ func BenchmarkPerfName(b *testing.B) {
 		}
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	for _, tc := range []struct {
+		m    *profile.Mapping
+		want Kind
+	}{
+		{nil, File},
+		{&profile.Mapping{File: "/usr/bin/node"}, File},
+		{&profile.Mapping{File: "/tmp/jit-7.dump", BuildID: JITBuildID}, JIT},
+		{&profile.Mapping{File: "/tmp/perf-7.map"}, PerfMap},
+		{&profile.Mapping{File: KernelFile}, Kernel},
+		{&profile.Mapping{File: VDSOFile}, VDSO},
+		{&profile.Mapping{File: OffCPUFile}, OffCPU},
+	} {
+		if got := KindOf(tc.m); got != tc.want {
+			t.Errorf("KindOf(%+v) = %d, want %d", tc.m, got, tc.want)
+		}
+	}
+}

@@ -132,7 +132,7 @@ var ErrNoCode = errors.New("no code to show")
 // It returns false when nothing there names addr.
 func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
 	switch {
-	case m == nil:
+	case m == nil, m.File == contract.OffCPUFile:
 		return Func{}, false, nil
 	case m.BuildID == contract.JITBuildID:
 		jf, err := t.jitFile(m.File)

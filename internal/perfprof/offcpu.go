@@ -276,7 +276,7 @@ func (a *aggregator) keepsStackless(pid, tid uint32, t uint64) (uint32, bool) {
 }
 
 // offCPUModule holds the frames that stand for no code.
-var offCPUModule = &symbolize.Module{Name: "[off-cpu]", Kind: symbolize.Anon}
+var offCPUModule = &symbolize.Module{Name: contract.OffCPUFile, Kind: symbolize.Anon}
 
 // shortStack returns the stack of ShortFrame alone.
 func (a *aggregator) shortStack() uint32 {

@@ -1,13 +1,16 @@
 package report
 
 import (
-	"github.com/jitprof/jitprof/internal/contract"
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/google/pprof/profile"
+
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/objtool"
 )
@@ -32,7 +35,9 @@ type incarnation struct {
 // one recording). Samples are counted, not weighed by period, as jitprof
 // report's text output counts them; the leaf of each sample goes into the
 // histogram, and each distinct caller-callee pair of its call chain adds the
-// sample's count to that arc once. A method a JIT inlined (a location's
+// sample's count to that arc once. An off-CPU or wall-clock profile is
+// weighed by its time instead, in ticks of timeTick (gprof has no other
+// unit of time than a sampling rate's tick). A method a JIT inlined (a location's
 // lines but the last) is a symbol of its own for each function incarnation
 // it was inlined into, spanning the incarnation's offsets, so that it has
 // its own self time and arcs from its caller.
@@ -83,9 +88,16 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 	for _, p := range ps {
 		prof := &gmon.Profile{Samples: make(map[gmon.PC]uint64), Arcs: make(map[gmon.Arc]uint64)}
 		prof.Rate, prof.Dimension = rate(p)
+		timed := timeValue(p)
+		if timed >= 0 {
+			prof.Rate, prof.Dimension = uint32(time.Second/timeTick), "seconds"
+		}
 		seen := make(map[gmon.Arc]bool)
 		for _, s := range p.Sample {
 			n := uint64(s.Value[0])
+			if timed >= 0 {
+				n = uint64(max(s.Value[timed], 0))
+			}
 			if len(s.Location) == 0 {
 				continue
 			}
@@ -119,9 +131,39 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 				}
 			}
 		}
+		if timed >= 0 {
+			toTicks(prof.Samples)
+			toTicks(prof.Arcs)
+			prof.Unaccounted = (prof.Unaccounted + uint64(timeTick/2)) / uint64(timeTick)
+		}
 		profiles = append(profiles, prof)
 	}
 	return prog, profiles, nil
+}
+
+// timeTick is the tick of the histograms of time off and on the CPU.
+const timeTick = time.Millisecond
+
+// timeValue returns the index of the sample value an off-CPU or wall-clock
+// profile is weighed by (its default type, nanoseconds), or -1 for a
+// profile of samples.
+func timeValue(p *profile.Profile) int {
+	if !slices.ContainsFunc(p.SampleType, func(t *profile.ValueType) bool { return t.Type == contract.OffCPUType }) {
+		return -1
+	}
+	for i, t := range p.SampleType {
+		if t.Type == p.DefaultSampleType && t.Unit == "nanoseconds" {
+			return i
+		}
+	}
+	return -1
+}
+
+// toTicks turns nanoseconds into ticks of timeTick, rounded.
+func toTicks[K comparable](m map[K]uint64) {
+	for k, ns := range m {
+		m[k] = (ns + uint64(timeTick/2)) / uint64(timeTick)
+	}
 }
 
 // rate tells what one sample is worth: for the clock events, which count
