@@ -8,8 +8,10 @@ import (
 
 // TestSwitchFilter: a switch-out sample is dropped once a switch-in of its
 // thread within the minimum is seen, whichever drain or ring brought it
-// first; one not proven short is written at the next drain at the latest,
-// or at the last; the records are laid out as newAttr lays them out.
+// first; one proven long, by its switch-in or by the drain's horizon, is
+// written at once; one not proven short is written at the next drain at
+// the latest, or at the last; the records are laid out as newAttr lays
+// them out.
 func TestSwitchFilter(t *testing.T) {
 	const min = 100_000
 	main := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 99, callGraph: FramePointers})
@@ -35,9 +37,10 @@ func TestSwitchFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	type drain struct {
-		recs  [][]byte
-		final bool
-		want  []uint64 // times of the switch-out samples written at its end
+		recs    [][]byte
+		horizon uint64 // every switch-in before it seen
+		final   bool
+		want    []uint64 // times of the switch-out samples written in it
 	}
 	for _, tc := range []struct {
 		name    string
@@ -47,7 +50,10 @@ func TestSwitchFilter(t *testing.T) {
 		{"short, in order", []drain{{recs: [][]byte{out(5, 1000), in(5, 1000+min-1)}}, {final: true}}, 1},
 		{"short, switch-in first (another ring)", []drain{{recs: [][]byte{in(5, 1000+min-1), out(5, 1000)}}, {final: true}}, 1},
 		{"short, switch-in a drain later", []drain{{recs: [][]byte{out(5, 1000)}}, {recs: [][]byte{in(5, 1010)}, final: true}}, 1},
-		{"long", []drain{{recs: [][]byte{out(5, 1000), in(5, 1000+min)}}, {want: []uint64{1000}}}, 0},
+		{"long, its switch-in in the drain", []drain{{recs: [][]byte{out(5, 1000), in(5, 1000+min)}, want: []uint64{1000}}, {}}, 0},
+		{"long, its switch-in a drain later", []drain{{recs: [][]byte{out(5, 1000)}}, {recs: [][]byte{in(5, 1000+min)}, want: []uint64{1000}}}, 0},
+		{"long by the horizon", []drain{{recs: [][]byte{out(5, 1000)}, horizon: 1000 + min, want: []uint64{1000}}, {}}, 0},
+		{"not yet long by the horizon", []drain{{recs: [][]byte{out(5, 1000)}, horizon: 1000 + min - 1}, {recs: [][]byte{in(5, 1010)}}}, 1},
 		{"another thread's switch-in proves nothing", []drain{{recs: [][]byte{out(5, 1000), in(6, 1010)}}, {want: []uint64{1000}}}, 0},
 		{"an earlier switch-in proves nothing", []drain{{recs: [][]byte{in(5, 990), out(5, 1000)}}, {want: []uint64{1000}}}, 0},
 		{"unproven at the last drain", []drain{{recs: [][]byte{out(5, 1000)}, final: true, want: []uint64{1000}}}, 0},
@@ -56,21 +62,30 @@ func TestSwitchFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &switchFilter{min: min, ids: map[uint64]bool{2: true}, ins: map[uint32][]switchIn{}}
 			for i, d := range tc.drains {
-				if !f.take(cpuSample) {
-					t.Fatalf("drain %d: a CPU sample was held", i)
-				}
-				for _, rec := range d.recs {
-					f.take(rec)
-				}
 				var got []uint64
-				err := f.flush(func(rec []byte) error {
+				write := func(rec []byte) error {
 					if le.Uint64(rec[sampleIDOff:]) != 2 {
 						t.Errorf("drain %d: wrote a sample of id %d", i, le.Uint64(rec[sampleIDOff:]))
 					}
 					got = append(got, le.Uint64(rec[sampleTimeOff:]))
 					return nil
-				}, d.final)
-				if err != nil {
+				}
+				// As drainRings: every ring looked through for switch-ins,
+				// then each record given to take.
+				for _, rec := range d.recs {
+					f.see(rec)
+				}
+				f.sortIns()
+				f.horizon = d.horizon
+				if !f.take(cpuSample) {
+					t.Fatalf("drain %d: a CPU sample was held", i)
+				}
+				for _, rec := range d.recs {
+					if f.take(rec) && perfdata.RecordType(le.Uint32(rec)) == perfdata.TypeSample {
+						write(rec)
+					}
+				}
+				if err := f.flush(write, d.final); err != nil {
 					t.Fatal(err)
 				}
 				if len(got) != len(d.want) || len(got) > 0 && got[0] != d.want[0] {

@@ -308,16 +308,26 @@ func mapRing(fd, pages int) (*ring, error) {
 	return &ring{mem: mem, meta: meta, data: mem[off : off+size]}, nil
 }
 
+// head is where the kernel has written up to. Its acquire load orders the
+// reads of the records before it after it, as perf_event.h asks.
+func (r *ring) head() uint64 {
+	return atomic.LoadUint64(&r.meta.Data_head)
+}
+
 // drain hands emit every record the kernel has written since the last
 // drain, then gives their space back to the kernel.
 func (r *ring) drain(scratch *[]byte, emit func([]byte) error) error {
-	// The acquire load orders the reads of the records after that of
-	// head; the release store of tail lets the kernel reuse their space
-	// only after they are read, as perf_event.h asks.
-	head := atomic.LoadUint64(&r.meta.Data_head)
-	tail := atomic.LoadUint64(&r.meta.Data_tail)
-	tail, err := readRing(r.data, tail, head, scratch, emit)
-	atomic.StoreUint64(&r.meta.Data_tail, tail)
+	return r.readTo(r.head(), scratch, emit, true)
+}
+
+// readTo hands emit the records from the last drain up to head, and with
+// free gives their space back: the release store of tail lets the kernel
+// reuse it only after they are read.
+func (r *ring) readTo(head uint64, scratch *[]byte, emit func([]byte) error, free bool) error {
+	tail, err := readRing(r.data, atomic.LoadUint64(&r.meta.Data_tail), head, scratch, emit)
+	if free {
+		atomic.StoreUint64(&r.meta.Data_tail, tail)
+	}
 	return err
 }
 

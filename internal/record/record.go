@@ -179,6 +179,7 @@ type session struct {
 	rings     []*ring
 	w         *perfdata.Writer
 	scratch   []byte
+	heads     []uint64 // each ring's, while a drain looks through them twice
 	res       Result
 	round     bool // records written since the last FINISHED_ROUND
 	final     bool // the last drain, after the events are disabled
@@ -573,10 +574,8 @@ func (s *session) pidsGone() bool {
 // drain writes what every ring buffer holds, then a FINISHED_ROUND: every
 // record after it is newer than those before the previous one.
 func (s *session) drain() error {
-	for _, r := range s.rings {
-		if err := r.drain(&s.scratch, s.writeRaw); err != nil {
-			return err
-		}
+	if err := s.drainRings(s.writeRaw); err != nil {
+		return err
 	}
 	if s.filter != nil {
 		if err := s.filter.flush(s.writeKept, s.final); err != nil {

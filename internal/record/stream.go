@@ -124,10 +124,8 @@ func (st *Stream) Drain(emit func([]byte) error) error {
 			return kept(rec)
 		}
 	}
-	for _, r := range st.s.rings {
-		if err := r.drain(&st.s.scratch, take); err != nil {
-			return err
-		}
+	if err := st.s.drainRings(take); err != nil {
+		return err
 	}
 	if st.s.filter == nil {
 		return nil
