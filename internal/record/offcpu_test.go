@@ -104,3 +104,55 @@ func TestSwitchFilter(t *testing.T) {
 		t.Errorf("switch attr: period %d, flags %#x", sw.SamplePeriod, sw.Flags)
 	}
 }
+
+// BenchmarkSwitchFilter drains 2 MiB of switch-outs with 8 KiB of stack
+// each, every one's switch-in after it, half of them within the minimum:
+// the filter's work at one wakeup of a DWARF recording with --off-cpu.
+func BenchmarkSwitchFilter(b *testing.B) {
+	const min, size = 100_000, 2 << 20
+	main := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 99, callGraph: FramePointers})
+	main.IDs = []uint64{1}
+	sw := offCPUAttr(main)
+	sw.IDs = []uint64{2}
+	var recs [][]byte
+	n := 0
+	for t := uint64(1_000_000); n < size-9000; t += 1_000_000 {
+		out, err := perfdata.AppendRecord(nil, &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: sw}, ID: 2, Pid: 5, Tid: 5, Time: t, Period: 1, Callchain: make([]uint64, 1000)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		back := t + min/2
+		if len(recs)%4 == 0 {
+			back = t + 2*min
+		}
+		in, err := perfdata.AppendRecord(nil, &perfdata.Switch{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSwitch, Attr: sw}, Trailer: perfdata.Trailer{Pid: 5, Tid: 5, Time: back, ID: 2}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, out, in)
+		n += len(out) + len(in)
+	}
+	data, head := ringOf(1<<22, 0, recs...)
+	var scratch []byte
+	b.SetBytes(int64(head))
+	for b.Loop() {
+		f := &switchFilter{min: min, ids: map[uint64]bool{2: true}, ins: map[uint32][]switchIn{}}
+		if _, err := readRing(data, 0, head, &scratch, f.see); err != nil {
+			b.Fatal(err)
+		}
+		f.sortIns()
+		written := 0
+		take := func(rec []byte) error {
+			if f.take(rec) {
+				written++
+			}
+			return nil
+		}
+		if _, err := readRing(data, 0, head, &scratch, take); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.flush(func([]byte) error { written++; return nil }, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
