@@ -18,20 +18,9 @@ import (
 // PreemptedFrame under its stack. The wall-clock view adds each thread's CPU
 // samples, in time, to that.
 func TestOffCPUWeights(t *testing.T) {
-	st := perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod
-	cpu := &perfdata.Attr{Type: 1, Config: 0, SamplePeriod: 250_000, SampleType: st, IDs: []uint64{1},
-		Flags: perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrSampleIDAll}
-	sw := &perfdata.Attr{Type: 1, Config: 3, SamplePeriod: 1, SampleType: st, IDs: []uint64{2},
-		Flags: perfdata.AttrSampleIDAll | perfdata.AttrContextSwitch}
-	sample := func(a *perfdata.Attr, tid uint32, at, ip uint64) *perfdata.Sample {
-		return &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: a, Misc: perfdata.MiscUser},
-			ID: a.IDs[0], IP: ip, Pid: 7, Tid: tid, Time: at, Period: a.SamplePeriod}
-	}
+	ev := newOffCPUEvents(250_000)
+	cpu, sw, sample, switchRec := ev.cpu, ev.sw, ev.sample, ev.switchRec
 	const in, out, preempted = 0, perfdata.MiscSwitchOut, perfdata.MiscSwitchOut | perfdata.MiscSwitchOutPreempt
-	switchRec := func(tid uint32, at uint64, misc uint16) *perfdata.Switch {
-		return &perfdata.Switch{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSwitch, Attr: sw, Misc: misc},
-			Trailer: perfdata.Trailer{Pid: 7, Tid: tid, Time: at, ID: 2}}
-	}
 	const s = 1_000_000_000
 	recs := []perfdata.Record{
 		&perfdata.Comm{RecordHeader: perfdata.RecordHeader{Attr: cpu}, Pid: 7, Tid: 7, Comm: "main", Trailer: perfdata.Trailer{Pid: 7, Tid: 7, Time: 1, ID: 1}},
@@ -53,18 +42,7 @@ func TestOffCPUWeights(t *testing.T) {
 		sample(cpu, 7, 6*s, 0x1000),
 	}
 	data := filepath.Join(t.TempDir(), "perf.data")
-	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{cpu, sw}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := w.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRecording(t, data, []*perfdata.Attr{cpu, sw}, recs)
 
 	for _, tc := range []struct {
 		view  perfprof.View

@@ -24,20 +24,9 @@ import (
 // first time seen even when that comes last in the file (records out of
 // time order); without a timeline no sample has a slot.
 func TestTimeline(t *testing.T) {
-	st := perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SamplePeriod
 	const ms = 1_000_000
-	cpu := &perfdata.Attr{Type: 1, Config: 0, SamplePeriod: 10 * ms, SampleType: st, IDs: []uint64{1},
-		Flags: perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrSampleIDAll}
-	sw := &perfdata.Attr{Type: 1, Config: 3, SamplePeriod: 1, SampleType: st, IDs: []uint64{2},
-		Flags: perfdata.AttrSampleIDAll | perfdata.AttrContextSwitch}
-	sample := func(a *perfdata.Attr, tid uint32, at, ip uint64) *perfdata.Sample {
-		return &perfdata.Sample{RecordHeader: perfdata.RecordHeader{Attr: a, Misc: perfdata.MiscUser},
-			ID: a.IDs[0], IP: ip, Pid: 7, Tid: tid, Time: at, Period: a.SamplePeriod}
-	}
-	switchRec := func(tid uint32, at uint64, misc uint16) *perfdata.Switch {
-		return &perfdata.Switch{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeSwitch, Attr: sw, Misc: misc},
-			Trailer: perfdata.Trailer{Pid: 7, Tid: tid, Time: at, ID: 2}}
-	}
+	ev := newOffCPUEvents(10 * ms)
+	cpu, sw, sample, switchRec := ev.cpu, ev.sw, ev.sample, ev.switchRec
 	const s = 1000 * ms
 	var recs []perfdata.Record
 	// Thread 7 runs from 1 s to 3 s, two functions in turn, but for
@@ -53,18 +42,7 @@ func TestTimeline(t *testing.T) {
 	// one sample of thread 8, at 0.9 s, comes last.
 	recs = append(recs, sample(sw, 9, 2900*ms, 0x4000), switchRec(9, 2900*ms+7, perfdata.MiscSwitchOut), sample(cpu, 8, 900*ms, 0x1000))
 	data := filepath.Join(t.TempDir(), "perf.data")
-	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{cpu, sw}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := w.WriteRecord(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRecording(t, data, []*perfdata.Attr{cpu, sw}, recs)
 
 	for name, view := range map[string]perfprof.View{"wall": perfprof.WallView, "off-cpu": perfprof.OffCPUView} {
 		t.Run(name, func(t *testing.T) {
@@ -160,15 +138,8 @@ func TestTimeline(t *testing.T) {
 	}
 
 	// A recording without times has no timeline.
-	st &^= perfdata.SampleTime
 	bare := filepath.Join(t.TempDir(), "bare.data")
-	w, err = perfdata.Create(bare, perfdata.Options{Attrs: []*perfdata.Attr{{Type: 1, SamplePeriod: ms, SampleType: st, IDs: []uint64{1}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRecording(t, bare, []*perfdata.Attr{{Type: 1, SamplePeriod: ms, SampleType: cpu.SampleType &^ perfdata.SampleTime, IDs: []uint64{1}}}, nil)
 	if _, err := perfprof.Run(perfprof.Options{Input: bare, Timeline: true}); err == nil || !strings.Contains(err.Error(), "no times") {
 		t.Errorf("the timeline of samples without times: %v", err)
 	}
