@@ -120,8 +120,12 @@ func innermostJava(s *profile.Sample) string {
 		if l.Mapping != nil && l.Mapping.File == contract.KernelFile {
 			continue
 		}
-		if contract.IsJIT(l.Mapping) && len(l.Line) > 0 && javaSig.MatchString(l.Line[0].Function.SystemName) {
-			return l.Line[0].Function.SystemName
+		// A method HotSpot's interpreter runs is named with
+		// InterpretedSuffix: not compiled code, which JFR's count is of.
+		if contract.IsJIT(l.Mapping) && len(l.Line) > 0 {
+			if name := l.Line[0].Function.SystemName; javaSig.MatchString(name) && !strings.HasSuffix(name, contract.InterpretedSuffix) {
+				return name
+			}
 		}
 		return ""
 	}
