@@ -191,14 +191,11 @@ const jniEDetached = -2
 // checkMaps refuses a process that is no HotSpot JVM or that already
 // writes a jitdump.
 func checkMaps(proc procfs.FS, p procfs.Process) error {
-	b, err := os.ReadFile(proc.Path(p.Pid, "maps"))
+	ms, err := proc.Maps(p.Pid)
 	if err != nil {
 		return err
 	}
-	m, err := scanMaps(b, p.NSpid)
-	if err != nil {
-		return fmt.Errorf("%s: %w", proc.Path(p.Pid, "maps"), err)
-	}
+	m := scanMaps(ms, p.NSpid)
 	if m.jitdump != "" {
 		return fmt.Errorf("%w (%s)", ErrAttached, m.jitdump)
 	}

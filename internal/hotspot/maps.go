@@ -21,12 +21,8 @@ type mapped struct {
 
 // scanMaps reads a /proc/PID/maps for a process whose own pid is nspid;
 // the kernel adds " (deleted)" to a file unlinked since.
-func scanMaps(b []byte, nspid uint32) (mapped, error) {
+func scanMaps(ms []procfs.Mapping, nspid uint32) mapped {
 	var m mapped
-	ms, err := procfs.ParseMaps(b)
-	if err != nil {
-		return m, err
-	}
 	openj9 := false
 	marker := fmt.Sprintf("jit-%d.dump", nspid)
 	for _, mp := range ms {
@@ -44,5 +40,5 @@ func scanMaps(b []byte, nspid uint32) (mapped, error) {
 		}
 	}
 	m.hotspot = m.hotspot && !openj9
-	return m, nil
+	return m
 }

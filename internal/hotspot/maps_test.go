@@ -35,7 +35,8 @@ func TestScanMaps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := scanMaps([]byte(tt.maps), 42)
+			ms, err := procfs.ParseMaps([]byte(tt.maps))
+			m := scanMaps(ms, 42)
 			if err != nil || m.hotspot != tt.hotspot || m.jitdump != tt.jitdump {
 				t.Errorf("got %+v, %v; want hotspot %v, jitdump %q", m, err, tt.hotspot, tt.jitdump)
 			}

@@ -686,11 +686,7 @@ func (w *Watcher) listPids() ([]uint32, error) {
 
 // findDumps starts copying the dumps p maps that it is not copying yet.
 func (w *Watcher) findDumps(p *watchedProc) {
-	maps, err := os.ReadFile(w.procs.Path(p.pid, "maps"))
-	if err != nil {
-		return
-	}
-	ms, err := procfs.ParseMaps(maps)
+	ms, err := w.procs.Maps(p.pid)
 	if err != nil {
 		return
 	}

@@ -3,6 +3,7 @@ package procfs
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -16,6 +17,23 @@ type Mapping struct {
 	Maj, Min          uint32
 	Ino               uint64
 	Name              string
+}
+
+// Maps reads and parses process pid's maps: a file the kernel makes, as
+// long as the process lives, whose every line it writes (a process
+// chooses none of its bytes but its files' names). A read error is os's,
+// naming the file; a parse error names it too.
+func (p FS) Maps(pid uint32) ([]Mapping, error) {
+	name := p.Path(pid, "maps")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := ParseMaps(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return ms, nil
 }
 
 // ParseMaps reads /proc/PID/maps. Anonymous mappings get perf's name,

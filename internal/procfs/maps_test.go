@@ -1,6 +1,9 @@
 package procfs
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,4 +57,28 @@ func FuzzParseMaps(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMaps: a process's maps are read from the FS's own /proc, and a line
+// that is no mapping is an error naming the file.
+func TestMaps(t *testing.T) {
+	root := t.TempDir()
+	fs := FS(root)
+	for pid, maps := range map[string]string{"7": "10-20 r-xp 00000000 00:00 0 \n", "8": "10-20 r-xp\n"} {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "maps"), []byte(maps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms, err := fs.Maps(7); err != nil || len(ms) != 1 || ms[0].Start != 0x10 || ms[0].Name != "//anon" {
+		t.Errorf("maps of 7: %+v, %v", ms, err)
+	}
+	if _, err := fs.Maps(8); err == nil || !strings.Contains(err.Error(), filepath.Join(root, "8", "maps")) {
+		t.Errorf("maps of 8: %v, want an error naming the file", err)
+	}
+	if _, err := fs.Maps(9); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("maps of 9: %v, want not existing", err)
+	}
 }

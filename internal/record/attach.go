@@ -327,11 +327,7 @@ func writesDump(proc procfs.FS, pid uint32) bool {
 	if proc == "" {
 		proc = procfs.Host
 	}
-	b, err := os.ReadFile(proc.Path(pid, "maps"))
-	if err != nil {
-		return false
-	}
-	ms, err := procfs.ParseMaps(b)
+	ms, err := proc.Maps(pid)
 	if err != nil {
 		return false
 	}

@@ -66,16 +66,12 @@ func (s *synthesizer) process(pid int) error {
 			return err
 		}
 	}
-	maps, err := os.ReadFile(s.proc.Path(p, "maps"))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("process %d: %w", pid, ErrGone)
-		}
-		return fmt.Errorf("process %d: %w", pid, err)
+	ms, err := s.proc.Maps(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("process %d: %w", pid, ErrGone)
 	}
-	ms, err := procfs.ParseMaps(maps)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.proc.Path(p, "maps"), err)
+		return fmt.Errorf("process %d: %w", pid, err)
 	}
 	for _, m := range ms {
 		misc := uint16(perfdata.MiscUser)
