@@ -490,8 +490,7 @@ func TestIttjitInlineProfile(t *testing.T) {
 
 	// pprof's own reading of the report: the loop's samples in traces of
 	// the three frames, the inlined two marked so.
-	bin := filepath.Join(dir, "jitprof")
-	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
+	bin := buildJitprof(t, dir)
 	prof := filepath.Join(dir, "profile.pb.gz")
 	runCommand(t, []string{bin, "report", "-q", "-i", data, "--format", "pprof", "-o", prof})
 	traces := runCommand(t, []string{"go", "tool", "pprof", "-traces", "-lines", prof})

@@ -92,12 +92,7 @@ func reachesRoot(names []string, main string) bool {
 func TestJVMDWARFStacks(t *testing.T) {
 	fixtures.RealTier(t, "a JVM recorded with --call-graph dwarf")
 	home := jdkHome(t, "java17")
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes")
-	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, "Work.java")})
-	bin := filepath.Join(dir, "jitprof")
-	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
-	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+	dir, classes, bin := javaWorkload(t, home, "Work.java")
 
 	jvm := runningJVM(t, home, "-cp", classes, "Work", "120000")
 	pid := jvm.Process.Pid
@@ -182,13 +177,7 @@ func containsPrefix(names []string, prefix string) bool {
 func TestJVMInterpretedFrames(t *testing.T) {
 	fixtures.RealTier(t, "a JVM with -Xint recorded with --call-graph dwarf")
 	home := jdkHome(t, "java17")
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes")
-	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, "Work.java")})
-	bin := filepath.Join(dir, "jitprof")
-	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
-	lib := fixtures.Agents(t)
-	t.Setenv("JITPROF_AGENT_DIR", lib)
+	dir, classes, bin := javaWorkload(t, home, "Work.java")
 	t.Setenv("PATH", filepath.Join(home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	out := filepath.Join(dir, "rec") + "/"
@@ -219,7 +208,7 @@ func TestJVMInterpretedFrames(t *testing.T) {
 	// The cost of the records: the same run, with and without them.
 	for _, opt := range []string{"", ",nomethods"} {
 		dumps := t.TempDir()
-		cmd := exec.Command(filepath.Join(home, "bin", "java"), "-agentpath:"+filepath.Join(lib, JVMTI.FileName())+"=dir="+dumps+",verbose"+opt,
+		cmd := exec.Command(filepath.Join(home, "bin", "java"), "-agentpath:"+filepath.Join(fixtures.Agents(t), JVMTI.FileName())+"=dir="+dumps+",verbose"+opt,
 			"-Xint", "-cp", classes, "Work", "1500")
 		b, err := cmd.CombinedOutput()
 		if err != nil {

@@ -171,6 +171,27 @@ func worstDiff(t *testing.T, what string, ours, jfr map[string]float64, toleranc
 	return off
 }
 
+// javaWorkload begins a JVM acceptance test: the workload compiled with
+// the JDK at home into dir/classes, jitprof built into dir, and the agents
+// it loads found where the build left them.
+func javaWorkload(t *testing.T, home, workload string) (dir, classes, bin string) {
+	t.Helper()
+	dir = t.TempDir()
+	classes = filepath.Join(dir, "classes")
+	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, workload)})
+	bin = buildJitprof(t, dir)
+	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+	return dir, classes, bin
+}
+
+// buildJitprof builds the jitprof command into dir.
+func buildJitprof(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "jitprof")
+	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
+	return bin
+}
+
 // TestJVMTIInline is the acceptance test of inlined methods: Inline.java's
 // mapWork, into which C2 inlines HashMap.put, putVal and
 // Integer.toHexString, recorded by jitprof record with the agent and, in
@@ -184,12 +205,7 @@ func worstDiff(t *testing.T, what string, ours, jfr map[string]float64, toleranc
 func TestJVMTIInline(t *testing.T) {
 	fixtures.RealTier(t, "Java under jitprof record and JFR")
 	home := jdkHome(t, "java17")
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes")
-	runCommand(t, []string{filepath.Join(home, "bin", "javac"), "-g", "-d", classes, fixtures.Workload(t, "Inline.java")})
-	bin := filepath.Join(dir, "jitprof")
-	runCommand(t, []string{"go", "build", "-o", bin, "github.com/jitprof/jitprof/cmd/jitprof"})
-	t.Setenv("JITPROF_AGENT_DIR", fixtures.Agents(t))
+	dir, classes, bin := javaWorkload(t, home, "Inline.java")
 	t.Setenv("PATH", filepath.Join(home, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	// A heap touched whole at the start: the run is not a kernel's
