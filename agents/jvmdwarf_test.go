@@ -35,28 +35,6 @@ func runningJVM(t *testing.T, jdk string, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-// waitCPU waits until process pid has used cpu of CPU time: the JVM has
-// compiled its workload.
-func waitCPU(t *testing.T, pid int, cpu time.Duration) {
-	t.Helper()
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatalf("the JVM ended: %v", err)
-		}
-		// utime and stime, the 14th and 15th fields, after the comm's
-		// closing parenthesis; in clock ticks of 10 ms.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		var utime, stime int64
-		fmt.Sscan(f[11], &utime)
-		fmt.Sscan(f[12], &stime)
-		if time.Duration(utime+stime)*10*time.Millisecond >= cpu {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // frameNames are a sample's frames, innermost first, as the agent names
 // Java methods (SystemName), inlined ones included.
 func frameNames(s *profile.Sample) []string {
@@ -98,7 +76,7 @@ func TestJVMDWARFStacks(t *testing.T) {
 	pid := jvm.Process.Pid
 	// Warm, as a service is when it is attached to: its compilations,
 	// which take the JVM's compiler threads' CPU, mostly done.
-	waitCPU(t, pid, 2*time.Second)
+	fixtures.WaitCPU(t, pid, 2*time.Second)
 	jcmd := filepath.Join(home, "bin", "jcmd")
 	jfr := filepath.Join(dir, "run.jfr")
 	// JFR samples a thread every millisecond (method-profiling=max), not

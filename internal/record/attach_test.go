@@ -113,29 +113,6 @@ func startJava(t *testing.T, stdout *strings.Builder, env []string, argv ...stri
 	return cmd, home
 }
 
-// waitJIT waits until the JVM has run its workload for a while: it has
-// threads named C2 CompilerThread (it compiles) and has used a second of
-// CPU.
-func waitJIT(t *testing.T, pid int) {
-	t.Helper()
-	for {
-		b, err := os.ReadFile(procfs.Host.Path(uint32(pid), "stat"))
-		if err != nil {
-			t.Fatalf("the JVM ended: %v", err)
-		}
-		// utime and stime, the 14th and 15th fields, after the comm's
-		// closing parenthesis.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		var utime, stime int
-		fmt.Sscan(f[11], &utime)
-		fmt.Sscan(f[12], &stime)
-		if utime+stime >= 100 { // clock ticks of 10 ms
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // workShare returns the share of process pid's samples whose leaf is one
 // of Work's methods, and how many samples it has.
 func workShare(t *testing.T, data string, pid int) (float64, int) {
@@ -169,7 +146,7 @@ func TestAttachJava(t *testing.T) {
 	var stdout strings.Builder
 	jvm, home := startJava(t, &stdout, nil, "-cp", classes, "Work", "60000")
 	pid := jvm.Process.Pid
-	waitJIT(t, pid)
+	fixtures.WaitCPU(t, pid, time.Second) // the JVM compiles its workload meanwhile
 	dir := t.TempDir()
 	var shares []float64
 	for i, tt := range []struct {
@@ -254,7 +231,7 @@ func TestAttachJavaRefused(t *testing.T) {
 	classes := workClasses(t)
 	var stdout strings.Builder
 	disabled, _ := startJava(t, &stdout, nil, "-XX:+DisableAttachMechanism", "-cp", classes, "Work", "60000")
-	waitJIT(t, disabled.Process.Pid)
+	fixtures.WaitCPU(t, disabled.Process.Pid, time.Second)
 	homeless, _ := startJava(t, &stdout, []string{"HOME=/nonexistent"}, "-cp", classes, "Work", "60000")
 	for _, tt := range []struct {
 		name     string
