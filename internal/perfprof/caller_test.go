@@ -1,33 +1,48 @@
 package perfprof_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/jitdump"
+	"github.com/jitprof/jitprof/jitelf"
 )
 
 // TestCallerAddress: a caller is named by the instruction before its
 // return address (the call), but a return address at the first byte of a
 // function with padding before it, where a signal handler returns to its
 // restorer (Go's runtime.sigreturn, glibc's __restore_rt), names that
-// function, as perf does, rather than no function; one right after a
-// function that ends in a call still names the caller.
+// function, as perf does, rather than no function, in a file whose every
+// function has a symbol; one right after a function that ends in a call
+// still names the caller.
 func TestCallerAddress(t *testing.T) {
-	const base = 0x50000000
 	dir := t.TempDir()
-	// caller ends at 0x10, padding to 0x20, restorer runs to 0x30, where
-	// next starts.
-	perfMap := fmt.Sprintf("%x 10 caller\n%x 10 restorer\n%x 10 next\n", base, base+0x20, base+0x30)
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", synthPid)), []byte(perfMap), 0o644); err != nil {
+	// An ELF file whose every function has a symbol: caller, 16 bytes of
+	// padding (a symbol with no name), restorer, then next right after it.
+	image := filepath.Join(dir, "lib.so")
+	f, err := os.Create(image)
+	if err != nil {
 		t.Fatal(err)
 	}
+	code := make([]byte, 0x10)
+	lay, err := jitelf.Write(f, jitelf.OptionsFor(jitdump.Header{}), []jitelf.Function{{Name: "caller", Code: code}, {Code: code}, {Name: "restorer", Code: code}, {Name: "next", Code: code}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lay.Offsets[1] != lay.Offsets[0]+0x10 || lay.Offsets[2] != lay.Offsets[0]+0x20 || lay.Offsets[3] != lay.Offsets[0]+0x30 {
+		t.Fatalf("the image's functions are at %#x, not back to back", lay.Offsets)
+	}
+	const mapped = 0x50000000 // where the file's first byte is
+	base := mapped + lay.Offsets[0]
 	rec := synth.NewRecording()
 	rec.Comm(synthPid, synthPid, "jit")
-	rec.Map(synthPid, base, 0x10000, "//anon")
+	rec.Map(synthPid, mapped, uint64(lay.Size), image)
 	leaf := uint64(base + 0x34)
 	cases := []struct {
 		ret  uint64

@@ -609,11 +609,16 @@ func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
 	// A caller's address is where its call returns to: the call is the
 	// instruction before. But a signal handler returns to the first byte
 	// of its restorer (sigreturn), pushed by the kernel, not by a call:
-	// the byte before is the padding before that function, in no symbol.
+	// the byte before is the padding before that function, in no symbol
+	// of a file whose every function has one. (In a stripped file's gaps
+	// are its local functions, one of which may end in a call that does
+	// not return, right before another: that caller stays unnamed.) The
+	// return address itself is looked up only then, and kept as a
+	// location only when it is the frame.
 	id := a.locate(pid, pc-1, t, kernel)
-	if a.frame(id-1).Symbol.Name == "" {
-		if at := a.locate(pid, pc, t, kernel); a.frame(at-1).Symbol.Start == pc && a.frame(at-1).Symbol.Name != "" {
-			id = at
+	if f := a.fns[a.locs[id-1].fn]; f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
+		if fr := a.space.Lookup(pid, pc, t, kernel); fr.Symbol.Name != "" && fr.Symbol.Start == pc {
+			id = a.intern(fr)
 		}
 	}
 	a.ids = append(a.ids, id)
