@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	fixtures.RemoveAgents()
+	os.Exit(code)
 }
 
 // spin runs n OS threads, thread i burning (i+1)/n of cpu of its own CPU
