@@ -314,13 +314,14 @@ func (a *aggregator) sampleTypes() ([]*profile.ValueType, string) {
 	return []*profile.ValueType{count, {Type: WallType, Unit: "nanoseconds"}, {Type: CPUType, Unit: "nanoseconds"}, {Type: OffCPUType, Unit: "nanoseconds"}}, WallType
 }
 
-// values are a distinct sample's values, as sampleTypes lays them out.
-func (a *aggregator) values(tot total) []int64 {
+// values appends a distinct sample's values to dst, as sampleTypes lays
+// them out.
+func (a *aggregator) values(dst []int64, tot total) []int64 {
 	switch {
 	case a.off == nil:
-		return []int64{tot.count, tot.period}
+		return append(dst, tot.count, tot.period)
 	case a.event == OffCPUType:
-		return []int64{tot.count, tot.off}
+		return append(dst, tot.count, tot.off)
 	}
-	return []int64{tot.count, tot.period + tot.off, tot.period, tot.off}
+	return append(dst, tot.count, tot.period+tot.off, tot.period, tot.off)
 }

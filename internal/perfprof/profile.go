@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/hex"
 	"github.com/jitprof/jitprof/internal/contract"
-	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -38,12 +37,39 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	if a.kept > 0 {
 		p.DurationNanos = int64(a.last - a.first)
 	}
+	res := &Result{
+		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
+		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Malformed: a.malformed, Cut: a.cut, Unwound: a.unwound, CutShort: a.cutShort,
+		Stripped: a.stripped(), Last: a.last,
+	}
+	res.PerfMapped, res.Unnamed, res.Waiting = a.unnamed()
 
+	a.locations(p)
+	a.putMainFirst(p)
+	var err error
+	if last {
+		err = a.space.Close()
+		// The symbol tables were the larger part of the heap: give
+		// their memory back now, or the samples would be built on top
+		// of it.
+		debug.FreeOSMemory()
+	}
+	a.space = nil
+	a.samplesOf(p)
+	return res, err
+}
+
+// locations builds p's locations, one per location of the aggregator, with
+// their mappings and functions, from slabs (see slab), and drops the
+// aggregator's record of them.
+func (a *aggregator) locations(p *profile.Profile) {
+	var names stringBlock
 	type mappingKey struct {
 		module       *symbolize.Module
 		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
 	}
 	mappings := make(map[mappingKey]*profile.Mapping)
+	mappingSlab := newSlab[profile.Mapping](min(len(a.fns), 1<<16))
 	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
 		if fr.Module == nil {
 			return nil
@@ -58,7 +84,8 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		}
 		m := mappings[key]
 		if m == nil {
-			m = &profile.Mapping{
+			m = mappingSlab.next()
+			*m = profile.Mapping{
 				ID: uint64(len(mappings) + 1), File: fr.Module.Name, Start: fr.Addr, Limit: fr.Addr + 1,
 				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 			}
@@ -80,12 +107,23 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		return m
 	}
 
+	functionSlab := newSlab[profile.Function](len(a.fns))
+	addFunction := func(raw, demangled string, jitted bool) (*profile.Function, int64) {
+		fn := functionSlab.next()
+		col := newFunction(fn, uint64(len(p.Function)+1), raw, demangled, jitted, &names)
+		p.Function = append(p.Function, fn)
+		return fn, col
+	}
+	// A location's function is its aggregator function's, but per
+	// function the aggregator tells apart the chains inlined into one
+	// function, which share its profile Function.
 	type functionKey struct {
 		module *symbolize.Module
 		name   string
 		start  uint64
 	}
 	functions := make(map[functionKey]*profile.Function)
+	byAggregated := make([]*profile.Function, len(a.fns))
 	startColumns := make(map[*profile.Function]int64)  // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function with lines, not per location
 	type inlineKey struct {
@@ -98,28 +136,30 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		key := inlineKey{m, in.Name, in.File, in.Inferred}
 		fn := inlines[key]
 		if fn == nil {
-			fn, _ = newFunction(uint64(len(p.Function)+1), in.Name, demangle.Name(in.Name), true)
+			fn, _ = addFunction(in.Name, demangle.Name(in.Name), true)
 			if in.Inferred {
 				fn.Name += contract.InferredSuffix
 				fn.SystemName += contract.InferredSuffix
 			}
-			fn.Filename = cmp.Or(fn.Filename, strings.Clone(in.File))
+			fn.Filename = cmp.Or(fn.Filename, names.clone(in.File))
 			inlines[key] = fn
-			p.Function = append(p.Function, fn)
 		}
 		return fn
 	}
+	locationSlab := make([]profile.Location, len(a.locs))
+	lineSlab := newSlab[profile.Line](len(a.locs))
 	p.Location = make([]*profile.Location, len(a.locs))
 	for i := range a.locs {
 		fr := a.frame(uint32(i))
-		loc := &profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
+		loc := &locationSlab[i]
+		*loc = profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
 		p.Location[i] = loc
 		if fr.Symbol.Name == "" {
 			continue
 		}
 		var file string
 		var line uint32
-		if jit := fr.Symbol.JIT; jit != nil && jit.Debug != nil {
+		if jit := fr.Symbol.JIT; jit != nil && jit.Debug() != nil {
 			l, ok := lines[jit]
 			if !ok {
 				l = jit.Lines()
@@ -129,29 +169,36 @@ func (a *aggregator) result(last bool) (*Result, error) {
 				file = l[0].File // code before the first line is still in the function's file
 			}
 		}
-		key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
-		fn := functions[key]
+		agg := a.locs[i].fn
+		fn := byAggregated[agg]
 		if fn == nil {
-			jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
-			var col int64
-			fn, col = newFunction(uint64(len(p.Function)+1), fr.Symbol.Name, a.names[a.locs[i].fn], jitted)
-			if col != 0 {
-				startColumns[fn] = col
+			key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
+			if fn = functions[key]; fn == nil {
+				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
+				var col int64
+				fn, col = addFunction(fr.Symbol.Name, a.names[agg], jitted)
+				if col != 0 {
+					startColumns[fn] = col
+				}
+				if a.perFunction {
+					functions[key] = fn
+				}
 			}
-			functions[key] = fn
-			p.Function = append(p.Function, fn)
+			byAggregated[agg] = fn
 		}
 		if fn.Filename == "" {
-			fn.Filename = strings.Clone(file)
+			fn.Filename = names.clone(file)
 		}
 		// pprof lists a location's inlined functions innermost first, the
 		// function that holds the code last.
-		for _, in := range slices.Backward(a.inlineChain(fr)) {
+		chain := a.inlineChain(fr)
+		loc.Line = lineSlab.take(len(chain) + 1)
+		for k, in := range slices.Backward(chain) {
 			l := profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
 			if a.perFunction {
 				l.Line = 0
 			}
-			loc.Line = append(loc.Line, l)
+			loc.Line[len(chain)-1-k] = l
 		}
 		ln := profile.Line{Function: fn, Line: int64(line)}
 		if a.perFunction {
@@ -163,40 +210,42 @@ func (a *aggregator) result(last bool) (*Result, error) {
 			// named is all that is known of the code: its start.
 			ln.Line, ln.Column = fn.StartLine, startColumns[fn]
 		}
-		loc.Line = append(loc.Line, ln)
+		loc.Line[len(chain)] = ln
 	}
+	a.locs, a.fns, a.oddFrames, a.names = nil, nil, nil, nil
+}
 
-	a.putMainFirst(p)
-	res := &Result{
-		Profile: p, Event: a.event, Dumps: dumpPaths(a.space),
-		Samples: a.samples, Kept: a.kept, Jitted: a.jitted, Lost: a.lost, Malformed: a.malformed, Cut: a.cut, Unwound: a.unwound, CutShort: a.cutShort,
-		Stripped: a.stripped(),
+// samplesOf builds p's samples, one per distinct sample of the aggregator,
+// the most frequent first, from slabs, and drops the aggregator's record of
+// them.
+func (a *aggregator) samplesOf(p *profile.Profile) {
+	type distinct struct {
+		key stackKey
+		tot total
 	}
-	res.PerfMapped, res.Unnamed, res.Waiting = a.unnamed()
-	res.Last = a.last
-	a.names = nil
-	var err error
-	if last {
-		err = a.space.Close()
-		// The symbol tables were the larger part of the heap: give
-		// their memory back now, or the samples would be built on top
-		// of it.
-		debug.FreeOSMemory()
+	all := make([]distinct, 0, len(a.stacks))
+	frames := 0
+	for k, tot := range a.stacks {
+		all = append(all, distinct{k, tot})
+		frames += len(a.stackTab.stack(k.stack))
 	}
-	a.space, a.locs, a.fns, a.oddFrames = nil, nil, nil, nil
-
+	a.stacks = nil
+	slices.SortFunc(all, func(x, y distinct) int { // a stable order for stable output
+		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
+			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
+	})
 	// Samples of one thread share their label maps: pprof only reads them.
 	type labels struct {
 		str map[string][]string
 		num map[string][]int64
 	}
 	labelsOf := make(map[[4]uint32]labels)
-	keys := slices.SortedFunc(maps.Keys(a.stacks), func(x, y stackKey) int { // a stable order for stable output
-		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid), cmp.Compare(x.comm, y.comm), cmp.Compare(x.stack, y.stack), cmp.Compare(x.slot, y.slot))
-	})
-	p.Sample = make([]*profile.Sample, 0, len(keys))
-	for _, k := range keys {
-		tot := a.stacks[k]
+	samples := make([]profile.Sample, len(all))
+	values := make([]int64, 0, len(all)*len(p.SampleType))
+	locations := make([]*profile.Location, frames)
+	p.Sample = make([]*profile.Sample, len(all))
+	for i, d := range all {
+		k := d.key
 		th := [4]uint32{k.pid, k.tid, k.comm, k.slot}
 		l, ok := labelsOf[th]
 		if !ok {
@@ -207,15 +256,18 @@ func (a *aggregator) result(last bool) (*Result, error) {
 			labelsOf[th] = l
 		}
 		stack := a.stackTab.stack(k.stack)
-		s := &profile.Sample{Value: a.values(tot), Label: l.str, NumLabel: l.num, Location: make([]*profile.Location, len(stack))}
-		for i, loc := range stack {
-			s.Location[i] = p.Location[loc-1]
+		start := len(values)
+		values = a.values(values, d.tot)
+		s := &samples[i]
+		*s = profile.Sample{Value: values[start:len(values):len(values)], Label: l.str, NumLabel: l.num, Location: locations[:len(stack):len(stack)]}
+		locations = locations[len(stack):]
+		for j, loc := range stack {
+			s.Location[j] = p.Location[loc-1]
 		}
-		p.Sample = append(p.Sample, s)
+		p.Sample[i] = s
 	}
+	a.stackTab = nil
 	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
-
-	return res, err
 }
 
 // putMainFirst puts the program's executable first among p's mappings,
@@ -289,30 +341,35 @@ func namedLike(file, comm string) bool {
 	return comm != "" && (base == comm || (len(comm) == commLen && strings.HasPrefix(base, comm)))
 }
 
-// newFunction makes the profile Function of a function named raw by its
+// newFunction fills fn, the profile Function of a function named raw by its
 // source (demangled: perf report's name). A jitted function whose name
 // embeds its source file is split as pprof expects (names.go); newFunction
 // then also returns the column its name gives.
 //
-// The names are cloned: jitted names alias the dumps, which Close unmaps.
-func newFunction(id uint64, raw, demangled string, jitted bool) (*profile.Function, int64) {
-	fn := &profile.Function{ID: id, Name: strings.Clone(demangled), SystemName: strings.Clone(raw)}
+// The names are copied into names: jitted names alias the dumps, which
+// Close unmaps. A name that is its own demangling is copied once for both.
+func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted bool, names *stringBlock) int64 {
+	fn.ID, fn.SystemName = id, names.clone(raw)
+	fn.Name = fn.SystemName
+	if demangled != raw {
+		fn.Name = names.clone(demangled)
+	}
 	if !jitted || demangled != raw {
-		return fn, 0
+		return 0
 	}
 	sn, ok := contract.SplitName(raw)
 	if !ok {
-		return fn, 0
+		return 0
 	}
 	// Name is a prefix of SystemName but for a nameless function's: no
 	// second copy.
-	fn.Name = strings.Clone(sn.Name)
+	fn.Name = names.clone(sn.Name)
 	if strings.HasPrefix(fn.SystemName, sn.Name) {
 		fn.Name = fn.SystemName[:len(sn.Name)]
 	}
-	fn.Filename = strings.Clone(sn.File)
+	fn.Filename = names.clone(sn.File)
 	fn.StartLine = sn.Line
-	return fn, sn.Column
+	return sn.Column
 }
 
 // stripped counts, by stripped ELF file, the kept samples whose leaf it

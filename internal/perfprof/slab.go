@@ -1,0 +1,60 @@
+package perfprof
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// A slab hands out a profile's objects from large arrays rather than one
+// allocation each: a profile of a million functions holds millions of
+// Locations, Lines and Functions, whose separate allocations cost a header
+// and a GC visit each. An array stays whole while any of its elements is
+// in use, which the objects of one profile all are.
+type slab[T any] struct {
+	free  []T
+	chunk int // the size of the arrays after the first
+}
+
+// newSlab returns a slab whose first array holds first elements, room for
+// what the caller expects, and whose later arrays are a quarter of that.
+func newSlab[T any](first int) *slab[T] {
+	return &slab[T]{free: make([]T, first), chunk: max(first/4, 256)}
+}
+
+// take returns n zero elements, side by side.
+func (s *slab[T]) take(n int) []T {
+	if len(s.free) < n {
+		s.free = make([]T, max(s.chunk, n))
+	}
+	x := s.free[:n:n]
+	s.free = s.free[n:]
+	return x
+}
+
+// next returns a zero element.
+func (s *slab[T]) next() *T { return &s.take(1)[0] }
+
+// stringBlock copies strings into shared blocks: the names a profile keeps
+// after the dumps and symbol tables they alias are unmapped, a million of
+// them at a million functions, without an allocation each.
+type stringBlock struct{ buf []byte }
+
+// stringBlockSize is the size of a block; a string of more than a quarter
+// of it gets an allocation of its own.
+const stringBlockSize = 64 << 10
+
+// clone returns a copy of s that does not alias s's memory.
+func (b *stringBlock) clone(s string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	if len(s) > cap(b.buf)-len(b.buf) {
+		if len(s) > stringBlockSize/4 {
+			return strings.Clone(s)
+		}
+		b.buf = make([]byte, 0, stringBlockSize)
+	}
+	start := len(b.buf)
+	b.buf = append(b.buf, s...)
+	return unsafe.String(&b.buf[start], len(s))
+}
