@@ -149,9 +149,14 @@ func (l *CodeLoad) LineBias() uint64 {
 // before the start are not bad: the last of them tells the line in effect
 // at the start (Erlang writes one there), as perf reads them.
 func (l *CodeLoad) BadEntry(e DebugEntry) string {
-	bias := l.LineBias()
+	return BadEntry(e, l.LineBias(), l.CodeAddr, l.CodeSize)
+}
+
+// BadEntry is CodeLoad.BadEntry for a load whose line bias, code address
+// and code size are known, for an index that does not keep the record.
+func BadEntry(e DebugEntry, bias, codeAddr, codeSize uint64) string {
 	switch {
-	case e.Addr >= bias && e.Addr-bias > l.CodeAddr && e.Addr-bias-l.CodeAddr > l.CodeSize:
+	case e.Addr >= bias && e.Addr-bias > codeAddr && e.Addr-bias-codeAddr > codeSize:
 		return "after-end"
 	case !IsText(e.File):
 		return "name"

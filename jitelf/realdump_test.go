@@ -18,9 +18,9 @@ import (
 func functionsOf(d *dumpindex.Dump) []Function {
 	fns := make([]Function, len(d.Functions))
 	for i, f := range d.Functions {
-		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind}
-		if f.Debug != nil {
-			fns[i].Lines = f.Debug.Entries()
+		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind()}
+		if f.Debug() != nil {
+			fns[i].Lines = f.Debug().Entries()
 		}
 	}
 	return fns
@@ -52,8 +52,8 @@ func TestRealDumps(t *testing.T) {
 			for i, fn := range d.Functions {
 				rows[i] = expectedRows(d.Functions[i], img.fns[i].LineBias)
 				kept += len(rows[i])
-				if fn.Debug != nil {
-					entries += int(fn.Debug.NumEntries)
+				if fn.Debug() != nil {
+					entries += int(fn.Debug().NumEntries)
 				}
 			}
 			if entries-kept != img.lay.DroppedLines {
@@ -65,7 +65,7 @@ func TestRealDumps(t *testing.T) {
 
 			var fdes []uint64
 			for i, fn := range d.Functions {
-				if fn.Unwind != nil && len(fn.Unwind.EHFrame) > 0 {
+				if fn.Unwind() != nil && len(fn.Unwind().EHFrame) > 0 {
 					fdes = append(fdes, img.lay.Offsets[i]) // every real FDE covers its whole function
 				}
 			}
@@ -102,12 +102,12 @@ func TestRealDumps(t *testing.T) {
 // their function: of those before it, the last moves to its start unless
 // an entry is there already; those at or past its end go.
 func expectedRows(fn *dumpindex.Code, bias uint64) []wantRow {
-	if fn.Debug == nil {
+	if fn.Debug() == nil {
 		return nil
 	}
 	var all []wantRow
 	var offs []int64
-	for e := range fn.Debug.Entries() {
+	for e := range fn.Debug().Entries() {
 		file := e.File
 		if file == "" {
 			file = unknownFile

@@ -94,10 +94,10 @@ func TestCorruptLoadSkipped(t *testing.T) {
 			if got := functionNames(d); !slices.Equal(got, []string{"a", "c", "d"}) {
 				t.Fatalf("functions %q, want all but b's", got)
 			}
-			if c := d.Functions[1]; c.Debug != nil || c.Unwind != nil {
+			if c := d.Functions[1]; c.Debug() != nil || c.Unwind() != nil {
 				t.Errorf("c has the lines or unwinding data written for b")
 			}
-			if d.Functions[2].Debug == nil {
+			if d.Functions[2].Debug() == nil {
 				t.Errorf("d lost its lines")
 			}
 			if d.Truncated() || len(d.Problems) != 1 || !strings.Contains(d.Problems[0].Error(), fmt.Sprintf("offset %#x: CODE_LOAD total_size %d", loads[1], size)) {

@@ -20,16 +20,72 @@ import (
 )
 
 // Code is one CODE_LOAD with what the dump attached to it.
+//
+// It holds what its users need of the load, no more: a JIT may load
+// millions of tiny functions, and a profiler keeps them all while it
+// reads samples. The rest of the record (its header, vma) is not kept,
+// and what few functions of most dumps have (lines, unwinding data,
+// inlines) is behind one pointer.
 type Code struct {
-	*jitdump.CodeLoad
-	Debug  *jitdump.DebugInfo     // nil when the dump has no lines for it
-	Unwind *jitdump.UnwindingInfo // nil when the dump has no unwinding data for it
-	// Inlines are the method instances inlined into the function's code
-	// (jitprof's extension record), in file order; see InlineChain.
-	Inlines []*jitdump.InlineInfo
+	Timestamp uint64 // of the load
+	CodeAddr  uint64
+	CodeSize  uint64
+	CodeIndex uint64 // unique per load; CODE_MOVE refers to it
+	Pid, Tid  uint32
+	Name      string
+	Code      []byte // CodeSize bytes in the dump's mapping; may be empty
+	extra     *attached
+}
 
-	file *jitdump.File // the dump, for Lines
-	v8   *v8Index      // the dump's JavaScript functions, for InlineChain
+// attached is what a dump attached to a function besides its load.
+type attached struct {
+	debug   *jitdump.DebugInfo
+	unwind  *jitdump.UnwindingInfo
+	inlines []*jitdump.InlineInfo
+	bias    uint64        // the load's jitdump.CodeLoad.LineBias
+	file    *jitdump.File // the mapping the load is in, for Lines
+	dump    *Dump         // for InlineChain
+}
+
+// Debug returns fn's DEBUG_INFO as indexed, nil when the dump has no lines
+// for it.
+func (fn *Code) Debug() *jitdump.DebugInfo {
+	if fn.extra == nil {
+		return nil
+	}
+	return fn.extra.debug
+}
+
+// Unwind returns fn's UNWINDING_INFO, nil when the dump has none for it.
+func (fn *Code) Unwind() *jitdump.UnwindingInfo {
+	if fn.extra == nil {
+		return nil
+	}
+	return fn.extra.unwind
+}
+
+// Inlines returns the method instances inlined into fn's code (jitprof's
+// extension record), in file order; see InlineChain.
+func (fn *Code) Inlines() []*jitdump.InlineInfo {
+	if fn.extra == nil {
+		return nil
+	}
+	return fn.extra.inlines
+}
+
+// LineBias returns what the runtime added to the addresses of fn's
+// DEBUG_INFO entries (jitdump.CodeLoad.LineBias).
+func (fn *Code) LineBias() uint64 {
+	if fn.extra == nil {
+		return 0
+	}
+	return fn.extra.bias
+}
+
+// BadEntry tells why e, an entry of fn's DEBUG_INFO, cannot be right, or
+// returns "" when it can (jitdump.CodeLoad.BadEntry).
+func (fn *Code) BadEntry(e jitdump.DebugEntry) string {
+	return jitdump.BadEntry(e, fn.LineBias(), fn.CodeAddr, fn.CodeSize)
 }
 
 // Event places a function at an address from a time on: its load, or a move.
@@ -47,7 +103,8 @@ type Event struct {
 //
 // Its index costs a fixed amount per function and no allocation of its
 // own per record (a dump may hold millions of tiny functions): the
-// functions are kept in slabs, their names packed into shared blocks,
+// functions are kept in slabs, the records read reused (what is kept of
+// them is copied), their names packed into shared blocks,
 // their loads are not kept twice as events, and code indexes are found by
 // binary search while the dump gives them in increasing order, as runtimes
 // do, with a map only for one that does not.
@@ -87,8 +144,14 @@ type Dump struct {
 	// the dump has given one out of increasing order (nil until then;
 	// Functions are searched).
 	byIndex map[uint64]int
-	codes   []Code // the slab the next function is taken from
-	names   []byte // the block the next name is copied into
+	// The slabs the next function, attachment, DEBUG_INFO and
+	// UNWINDING_INFO are taken from, the block the next name is copied
+	// into.
+	codes   slab[Code]
+	extras  slab[attached]
+	debugs  slab[jitdump.DebugInfo]
+	unwinds slab[jitdump.UnwindingInfo]
+	names   []byte
 }
 
 // move is a CODE_MOVE that followed the load of Functions[loads-1].
@@ -97,10 +160,10 @@ type move struct {
 	Event
 }
 
-// Slabs of functions and blocks of names: one allocation for many records,
-// small enough to waste little on a small dump.
+// The largest slab (a size class of Go's allocator: no bytes lost to
+// rounding up) and the block of names: one allocation for many records.
 const (
-	codeSlab  = 256
+	slabBytes = 32 << 10
 	nameBlock = 64 << 10
 )
 
@@ -128,7 +191,7 @@ func ReadFrom(src foreign.Path) (*Dump, error) {
 		return nil, err
 	}
 	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, size: fi.Size()}
-	d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
+	d.v8 = newV8Index(d)
 	d.read()
 	return d, nil
 }
@@ -164,10 +227,7 @@ func (d *Dump) Extend() (bool, error) {
 	d.read()
 	if len(d.Functions) > n {
 		// The JavaScript functions' index is built from all of them, once.
-		d.v8 = &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
-		for _, fn := range d.Functions {
-			fn.v8 = d.v8
-		}
+		d.v8 = newV8Index(d)
 	}
 	return true, nil
 }
@@ -175,6 +235,7 @@ func (d *Dump) Extend() (bool, error) {
 // read indexes d.file's records from where it stands.
 func (d *Dump) read() {
 	f := d.file
+	f.ReuseRecord = true
 	defer func() { d.end = f.Offset() }()
 	for {
 		rec, err := f.Next()
@@ -188,15 +249,19 @@ func (d *Dump) read() {
 		}
 		switch r := rec.(type) {
 		case *jitdump.DebugInfo:
-			d.debug = r
+			d.debug = d.debugs.take(*r)
 		case *jitdump.UnwindingInfo:
-			d.unwind = r
+			d.unwind = d.unwinds.take(*r)
 		case *jitdump.CodeLoad:
-			// A name is looked at for every sample in the function; kept
-			// in the mapping it would bring a page of code back per name.
-			r.Name = d.keepName(r.Name)
-			fn := d.newCode()
-			*fn = Code{CodeLoad: r, Debug: d.debug, Unwind: d.unwind, file: f, v8: d.v8}
+			fn := d.codes.take(Code{Timestamp: r.Timestamp, CodeAddr: r.CodeAddr, CodeSize: r.CodeSize, CodeIndex: r.CodeIndex,
+				Pid: r.Pid, Tid: r.Tid, Code: r.Code,
+				// A name is looked at for every sample in the function;
+				// kept in the mapping it would bring a page of code back
+				// per name.
+				Name: d.keepName(r.Name)})
+			if bias := r.LineBias(); d.debug != nil || d.unwind != nil || bias != 0 {
+				fn.extra = d.extras.take(attached{debug: d.debug, unwind: d.unwind, bias: bias, file: f, dump: d})
+			}
 			d.debug, d.unwind = nil, nil
 			d.index(fn)
 		case *jitdump.CodeMove:
@@ -217,7 +282,10 @@ func (d *Dump) read() {
 				continue
 			}
 			fn := d.Functions[k]
-			fn.Inlines = append(fn.Inlines, r)
+			if fn.extra == nil {
+				fn.extra = d.extras.take(attached{file: f, dump: d})
+			}
+			fn.extra.inlines = append(fn.extra.inlines, r)
 		case *jitdump.Invalid:
 			d.Problems = append(d.Problems, r.Err)
 			if r.Skipped || r.Type == jitdump.TypeCodeLoad {
@@ -229,14 +297,24 @@ func (d *Dump) read() {
 	}
 }
 
-// newCode returns a zero Code from the slab.
-func (d *Dump) newCode() *Code {
-	if len(d.codes) == 0 {
-		d.codes = make([]Code, codeSlab)
+// slab hands out values of T from arrays of them, one allocation for
+// many, which start small (a dump may have few functions, and few of them
+// lines) and double up to slabBytes.
+type slab[T any] struct {
+	free []T
+	size int // of the last array
+}
+
+// take returns a copy of v in the slab.
+func (s *slab[T]) take(v T) *T {
+	if len(s.free) == 0 {
+		s.size = min(max(2*s.size, 8), slabBytes/int(unsafe.Sizeof(v)))
+		s.free = make([]T, s.size)
 	}
-	fn := &d.codes[0]
-	d.codes = d.codes[1:]
-	return fn
+	p := &s.free[0]
+	s.free = s.free[1:]
+	*p = v
+	return p
 }
 
 // keepName returns a copy of name in the current block of names.

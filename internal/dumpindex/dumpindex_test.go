@@ -47,10 +47,10 @@ func TestReadAttachesAndOrders(t *testing.T) {
 		t.Fatalf("%d functions", len(d.Functions))
 	}
 	a, b, c := d.Functions[0], d.Functions[1], d.Functions[2]
-	if a.Debug == nil || a.Unwind == nil || string(a.Unwind.EHFrame) != "\x01\x02\x03\x04" {
+	if a.Debug() == nil || a.Unwind() == nil || string(a.Unwind().EHFrame) != "\x01\x02\x03\x04" {
 		t.Errorf("a lost its lines or unwinding data: %+v", a)
 	}
-	if b.Debug != nil || b.Unwind != nil || c.Debug != nil {
+	if b.Debug() != nil || b.Unwind() != nil || c.Debug() != nil {
 		t.Errorf("lines or unwinding data attached to the wrong function")
 	}
 	want := []struct {

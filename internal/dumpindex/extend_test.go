@@ -20,7 +20,7 @@ func summary(d *Dump) []string {
 		for range fn.Entries() {
 			lines++
 		}
-		s = append(s, fmt.Sprintf("fn %d %s %#x lines=%d unwind=%v inlines=%d", fn.CodeIndex, fn.Name, fn.CodeAddr, lines, fn.Unwind != nil, len(fn.Inlines)))
+		s = append(s, fmt.Sprintf("fn %d %s %#x lines=%d unwind=%v inlines=%d", fn.CodeIndex, fn.Name, fn.CodeAddr, lines, fn.Unwind() != nil, len(fn.Inlines())))
 	}
 	events, _ := eventList(d)
 	for _, e := range events {

@@ -20,23 +20,24 @@ type InlineFrame struct {
 //
 // addr is at fn's load address (CodeAddr), as for Lines, whatever moves
 // followed. Without inline records for addr the chain is empty (nil), at no
-// cost beyond a scan of fn.Inlines.
+// cost beyond a scan of fn.Inlines().
 //
 // V8 writes no inline records: for its optimized code the chain is the
 // function whose source holds the position DEBUG_INFO gives addr, when that
 // is not fn, as one Inferred frame (see v8.go).
 func (fn *Code) InlineChain(addr uint64) []InlineFrame {
-	if len(fn.Inlines) == 0 {
+	inlines := fn.Inlines()
+	if len(inlines) == 0 {
 		return fn.v8Chain(addr)
 	}
 	var chain []InlineFrame
 	// The tree is walked by parent ids from the function's own id; siblings
 	// do not overlap, so at most one child of each level holds addr. The
 	// depth bound stops a cycle of ids in a corrupt dump.
-	parent := fn.Inlines[0].RootID
-	for range fn.Inlines {
+	parent := inlines[0].RootID
+	for range inlines {
 		found := false
-		for _, in := range fn.Inlines {
+		for _, in := range inlines {
 			if in.ParentID != parent || in.MethodID == parent || !in.Contains(addr) {
 				continue
 			}

@@ -72,13 +72,13 @@ func TestInlineChain(t *testing.T) {
 func BenchmarkInlineChain(b *testing.B) {
 	// A function of 64 inlined calls, 4 deep: what an optimizing JIT makes of
 	// a hot loop.
-	fn := &Code{CodeLoad: &jitdump.CodeLoad{CodeAddr: 0x10000, CodeSize: 64 * 0x100}}
+	fn := &Code{CodeAddr: 0x10000, CodeSize: 64 * 0x100, extra: &attached{}}
 	for i := range 64 {
 		base := uint64(0x10000 + i*0x100)
 		parent := uint32(1)
 		for depth := range 4 {
 			id := uint32(1000 + i*4 + depth)
-			fn.Inlines = append(fn.Inlines, &jitdump.InlineInfo{CodeAddr: base + uint64(depth*8), CodeSize: 0x100 - uint64(depth*16),
+			fn.extra.inlines = append(fn.extra.inlines, &jitdump.InlineInfo{CodeAddr: base + uint64(depth*8), CodeSize: 0x100 - uint64(depth*16),
 				MethodID: id, ParentID: parent, RootID: 1, Name: "f", Lines: []jitdump.InlineLine{{Addr: base, Line: 1}, {Addr: base + 0x40, Line: 2}}})
 			parent = id
 		}

@@ -19,7 +19,7 @@ type Lines []jitdump.DebugEntry
 // from the dump's DEBUG_INFO read again from the file: the dump's pages,
 // dropped once it was indexed, stay out of memory.
 func (fn *Code) Lines() Lines {
-	if fn.Debug == nil {
+	if fn.Debug() == nil {
 		return nil // most functions of some runtimes: no garbage for them
 	}
 	bias := fn.LineBias()
@@ -57,11 +57,11 @@ func (fn *Code) allEntries() iter.Seq[jitdump.DebugEntry] {
 // debugRecord returns fn's DEBUG_INFO read again from the file (the one
 // read first when that fails), nil when it has none.
 func (fn *Code) debugRecord() *jitdump.DebugInfo {
-	debug := fn.Debug
-	if debug == nil || fn.file == nil {
-		return debug
+	debug := fn.Debug()
+	if debug == nil {
+		return nil
 	}
-	if rec, err := fn.file.RecordAt(debug.Offset); err == nil {
+	if rec, err := fn.extra.file.RecordAt(debug.Offset); err == nil {
 		if d, ok := rec.(*jitdump.DebugInfo); ok {
 			return d
 		}

@@ -1,6 +1,8 @@
 package dumpindex
 
 import (
+	"encoding/binary"
+	"os"
 	"testing"
 
 	"github.com/jitprof/jitprof/jitdump"
@@ -32,14 +34,13 @@ func TestLines(t *testing.T) {
 				}
 				w.Load(&jitdump.Function{Name: "fn", Addr: 0x1000, Code: make([]byte, 0x40), Lines: biased})
 			})
+			setVMA(t, path, tc.vma)
 			d, err := Read(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			fn := d.Functions[0]
-			fn.VMA = tc.vma
-			lines := fn.Lines()
+			lines := d.Functions[0].Lines()
 			for _, q := range tc.at {
 				file, line, ok := lines.At(q.addr)
 				if file != q.file || line != q.line || ok != (q.line != 0) {
@@ -47,5 +48,33 @@ func TestLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// setVMA sets the vma of the dump's first CODE_LOAD, which the Writer sets
+// to the code's address.
+func setVMA(t *testing.T, path string, vma uint64) {
+	t.Helper()
+	f, err := jitdump.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(-1)
+	for rec, err := f.Next(); err == nil && off < 0; rec, err = f.Next() {
+		if _, ok := rec.(*jitdump.CodeLoad); ok {
+			off = rec.Header().Offset
+		}
+	}
+	f.Close()
+	if off < 0 {
+		t.Fatal("no CODE_LOAD")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(data[off+jitdump.RecordHeaderSize+8:], vma)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

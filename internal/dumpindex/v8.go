@@ -84,6 +84,10 @@ type v8Pos struct {
 	pos
 }
 
+func newV8Index(d *Dump) *v8Index {
+	return &v8Index{dump: d, positions: make(map[*Code][]v8Pos)}
+}
+
 func (x *v8Index) build() {
 	x.scripts = make(map[string][]*v8Func)
 	type key struct {
@@ -149,7 +153,7 @@ func (fn *Code) positions() []v8Pos {
 		}
 		ps = append(ps, v8Pos{addr: e.Addr - bias, script: script, pos: pos{e.Line, e.Discrim}})
 	}
-	if garbled && fn.Debug != nil {
+	if garbled {
 		if debug := fn.debugRecord(); debug != nil {
 			if entries, ok := debug.StrideEntries(len(n.script)); ok {
 				var repaired []v8Pos
@@ -201,10 +205,10 @@ func (x *v8Index) innermost(script string, p pos) *v8Func {
 // placed.
 func (fn *Code) v8Chain(addr uint64) []InlineFrame {
 	n, ok := parseV8Name(fn.Name)
-	if !ok || !n.optimized() || fn.v8 == nil {
-		return nil
+	if !ok || !n.optimized() || fn.Debug() == nil {
+		return nil // no positions to place the code at
 	}
-	x := fn.v8
+	x := fn.extra.dump.v8
 	x.once.Do(x.build)
 	x.mu.Lock()
 	ps, ok := x.positions[fn]

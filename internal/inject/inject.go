@@ -238,8 +238,8 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code) (*image, []uint64, []byte, error) {
 	efs := make([]jitelf.Function, len(fns))
 	for i, fn := range fns {
-		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind}
-		if fn.Debug != nil {
+		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
+		if fn.Debug() != nil {
 			efs[i].Lines = fn.Entries() // the entries that can be right
 		}
 	}

@@ -144,7 +144,7 @@ func TestHotspotFrame(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var h hotspotFrames
-			fn := &dumpindex.Code{CodeLoad: &jitdump.CodeLoad{Name: c.fn, Code: c.code, CodeSize: uint64(len(c.code))}}
+			fn := &dumpindex.Code{Name: c.fn, Code: c.code, CodeSize: uint64(len(c.code))}
 			if c.want == nil {
 				for off := range max(len(c.code), 1) {
 					if r, ok := h.rule(fn, uint64(off)); ok {
@@ -169,7 +169,7 @@ func TestHotspotFrame(t *testing.T) {
 // its code.
 func TestHotspotInterpreterRule(t *testing.T) {
 	var h hotspotFrames
-	fn := &dumpindex.Code{CodeLoad: &jitdump.CodeLoad{Name: "Interpreter", Code: []byte{0x90}, CodeSize: 0x17000}}
+	fn := &dumpindex.Code{Name: "Interpreter", Code: []byte{0x90}, CodeSize: 0x17000}
 	r, ok := h.rule(fn, 0x1234)
 	if !ok || r != (unwind.Rule{Kind: unwind.KindSavedSP, CFAOff: -8}) {
 		t.Errorf("Interpreter: %v %v", r, ok)
@@ -200,7 +200,7 @@ func TestInterpreted(t *testing.T) {
 	defer d.Close()
 	m := &Module{Name: path, Kind: JIT, Dump: &jitsources.Dump{Dump: d}}
 	interp := Frame{Addr: 0x5000, Module: m, Symbol: Symbol{Name: "Interpreter", Start: 0x4000, End: 0x9000,
-		JIT: &dumpindex.Code{CodeLoad: &jitdump.CodeLoad{Name: "Interpreter"}}}}
+		JIT: &dumpindex.Code{Name: "Interpreter"}}}
 	const sp = 0x7ffc_0000_0000
 	stack := make([]byte, 0x100)
 	binary.LittleEndian.PutUint64(stack[0x40-24:], 0x7f00_0000_1000)

@@ -99,7 +99,7 @@ func (s *Space) loadUnwind(m *Module) *unwind.Table {
 
 // jitUnwind returns the table of jitted function fn of dump module m.
 func (s *Space) jitUnwind(m *Module, fn *dumpindex.Code) *unwind.Table {
-	if fn.Unwind == nil {
+	if fn.Unwind() == nil {
 		return nil
 	}
 	s.unwind.mu.Lock()
@@ -108,7 +108,7 @@ func (s *Space) jitUnwind(m *Module, fn *dumpindex.Code) *unwind.Table {
 	if seen {
 		return t
 	}
-	t, err := unwind.FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
+	t, err := unwind.FromUnwindingInfo(fn.Unwind(), fn.CodeAddr, fn.CodeSize)
 	// An UNWINDING_INFO with no FDE is V8's record for code it has no
 	// tables for (builtins, stubs): normal, and stepped by the frame
 	// pointer.

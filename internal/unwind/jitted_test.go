@@ -31,10 +31,10 @@ func TestCPythonTrampolines(t *testing.T) {
 	var checked, insts int
 	var image []jitelf.Function
 	for _, fn := range d.Functions {
-		if fn.Unwind == nil {
+		if fn.Unwind() == nil {
 			continue
 		}
-		tab, err := FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
+		tab, err := FromUnwindingInfo(fn.Unwind(), fn.CodeAddr, fn.CodeSize)
 		if err != nil {
 			t.Fatalf("%s: %v", fn.Name, err)
 		}
@@ -53,7 +53,7 @@ func TestCPythonTrampolines(t *testing.T) {
 		checked++
 		insts += len(want)
 		if len(image) < 3 {
-			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind})
+			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
 		}
 	}
 	if checked == 0 {
@@ -134,10 +134,10 @@ func TestV8UnwindingInfo(t *testing.T) {
 	kinds := map[string]int{}
 	var image []jitelf.Function
 	for _, fn := range d.Functions {
-		if fn.Unwind == nil {
+		if fn.Unwind() == nil {
 			continue
 		}
-		tab, err := FromUnwindingInfo(fn.Unwind, fn.CodeAddr, fn.CodeSize)
+		tab, err := FromUnwindingInfo(fn.Unwind(), fn.CodeAddr, fn.CodeSize)
 		if errors.Is(err, ErrNoCFI) {
 			none++
 			continue
@@ -156,7 +156,7 @@ func TestV8UnwindingInfo(t *testing.T) {
 		}
 		if kinds[kind] < 3 {
 			kinds[kind]++
-			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind})
+			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
 		}
 	}
 	t.Logf("%d functions with tables, %d without; %d images of %d kinds", tables, none, len(image), len(kinds))
