@@ -25,7 +25,7 @@ func Folded(w io.Writer, p *profile.Profile, o Options) error {
 	}
 	names := make([]string, len(m.frames))
 	for i := range m.frames {
-		names[i] = foldedName(&m.frames[i])
+		names[i] = m.foldedName(&m.frames[i])
 	}
 	comms := make([]string, len(m.comms))
 	for i, c := range m.comms {
@@ -80,14 +80,14 @@ type stack struct {
 }
 
 // foldedName names f in a folded stack as stackcollapse-perf.pl does.
-func foldedName(f *frame) string {
-	switch {
+func (m *model) foldedName(f *frame) string {
+	switch module := m.module(f); {
 	case f.resolved():
 		return foldName(f.name)
-	case strings.HasPrefix(f.module, "["):
-		return foldName(f.module)
+	case strings.HasPrefix(module, "["):
+		return foldName(module)
 	default:
-		return "[" + foldName(f.module) + "]"
+		return "[" + foldName(module) + "]"
 	}
 }
 

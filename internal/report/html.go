@@ -200,7 +200,7 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		case f.jit:
 			kind = 'j'
 		}
-		frames[i] = b.frame(foldedName(f), f.module, kind)
+		frames[i] = b.frame(m.foldedName(f), m.module(f), kind)
 	}
 	comms := make([]int32, len(m.comms))
 	for i, c := range m.comms {

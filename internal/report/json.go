@@ -39,7 +39,7 @@ func JSON(w io.Writer, p *profile.Profile, o Options) error {
 			je.PID = &e.pid
 		}
 		if t.by[byModule] {
-			je.Module = f.module
+			je.Module = t.module(f)
 		}
 		if t.by[bySymbol] {
 			je.Symbol = f.name
@@ -71,7 +71,7 @@ func (t *table) jsonNodes(n int32) []*jsonNode {
 	for c := first; c < end; c++ {
 		gn := &t.graph.nodes[c]
 		f := &t.frames[gn.frame]
-		jn := &jsonNode{Symbol: f.name, Module: f.module, File: f.file, Value: gn.value}
+		jn := &jsonNode{Symbol: f.name, Module: t.module(f), File: f.file, Value: gn.value}
 		if t.outward {
 			jn.Callers = t.jsonNodes(c)
 		} else {

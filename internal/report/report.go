@@ -253,13 +253,13 @@ func parseSort(names []string) ([]sortKey, error) {
 // A frame is a function, or an unresolved address, within a module. The
 // profile has a location per address; reports only distinguish frames.
 type frame struct {
-	name   string // demangled symbol, or unknown
-	module string // base name of the mapping's file, or unknown
+	name   string // demangled symbol, or unknown: the profile's string, not a copy
+	file   string // source file, when known
+	sym    int32  // the first frame of the name: frames of the same name share it
+	mod    int32  // module, index in model.modules
+	next   int32  // the next frame of its name, in another module, + 1; 0 for none
 	kernel bool   // the kernel's code: its mapping is contract.KernelFile
 	jit    bool   // jitted code: contract.IsJIT
-	file   string // source file, when known
-	sym    int32  // name, interned: frames of the same name share it
-	mod    int32  // module, interned
 }
 
 func (f *frame) resolved() bool { return f.name != unknown }
@@ -280,12 +280,16 @@ type model struct {
 	typ     *profile.ValueType
 	period  bool // whether the profile has an event period (value 1)
 	frames  []frame
+	modules []string // base names of the mappings' files, or unknown
 	comms   []string
 	samples []sample
 	count   int64 // number of samples
 	total   int64 // sum of the selected value
 	periods int64 // sum of the periods
 }
+
+// module returns the module of frame f.
+func (m *model) module(f *frame) string { return m.modules[f.mod] }
 
 func newModel(p *profile.Profile, value int) (*model, error) {
 	if value >= len(p.SampleType) {
@@ -301,14 +305,20 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 	}
 
 	b := builder{
-		m:      m,
-		byID:   make([]located, len(p.Location)+1),
-		locs:   make(map[*profile.Location][]int32),
-		frames: make(map[[2]string]int32),
-		syms:   make(map[string]int32),
-		mods:   make(map[string]int32),
-		comms:  make(map[string]int32),
+		m:         m,
+		locations: newNumbering(p.Location, func(l *profile.Location) uint64 { return l.ID }),
+		functions: newNumbering(p.Function, func(f *profile.Function) uint64 { return f.ID }),
+		mappings:  newNumbering(p.Mapping, func(m *profile.Mapping) uint64 { return m.ID }),
+		names:     make(map[string]int32, len(p.Function)+1),
+		mods:      make(map[string]int32),
+		comms:     make(map[string]int32),
 	}
+	// Most functions are a frame; large slices grown by appending would
+	// allocate several times their size.
+	m.frames = make([]frame, 0, len(p.Function)+1)
+	b.located = make([]span, len(p.Location)+1)
+	b.byFunction = make([]placed, len(p.Function)+1)
+	b.byMapping = make([]mapped, len(p.Mapping)+1)
 	// One array holds every stack: a slice per sample would be an
 	// allocation per sample.
 	n := 0
@@ -323,10 +333,10 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 		}
 		start := len(stacks)
 		for _, l := range s.Location {
-			stacks = append(stacks, b.location(l)...)
+			stacks = b.appendFrames(stacks, l)
 		}
 		if len(s.Location) == 0 {
-			stacks = append(stacks, b.frame(unknown, unknown, "", false, false))
+			stacks = append(stacks, b.unknownIn(nil))
 		}
 		pid := int64(-1)
 		if v := s.NumLabel["pid"]; len(v) > 0 {
@@ -352,86 +362,199 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 	return m, nil
 }
 
-// A builder interns what the model's samples refer to.
-type builder struct {
-	m      *model
-	byID   []located                     // by location ID
-	locs   map[*profile.Location][]int32 // for IDs byID does not hold
-	frames map[[2]string]int32           // by name and module
-	syms   map[string]int32
-	mods   map[string]int32
-	comms  map[string]int32
+// A numbering numbers the locations, functions or mappings of a profile 1
+// up. perfprof gives them their position + 1 as IDs, which makes the ID
+// the number; a map by pointer numbers lists with other IDs, and objects a
+// sample refers to that the list lacks.
+type numbering[T any] struct {
+	list  []*T
+	id    func(*T) uint64
+	dense bool       // the IDs are the positions + 1
+	other map[*T]int // the listed objects unless dense, and those not listed
+	next  int        // the number of the next object not listed
 }
 
-// A located is a location and its frames.
-type located struct {
-	loc    *profile.Location
-	frames []int32
-}
-
-// location returns the frames of l, innermost first. Profiles number their
-// locations from 1 up, which makes the ID an index cheaper than a map lookup
-// by pointer; the map serves profiles numbered otherwise.
-func (b *builder) location(l *profile.Location) []int32 {
-	if l.ID < uint64(len(b.byID)) {
-		slot := &b.byID[l.ID]
-		if slot.loc == l {
-			return slot.frames
-		}
-		if slot.loc == nil {
-			*slot = located{l, b.resolve(l)}
-			return slot.frames
+func newNumbering[T any](list []*T, id func(*T) uint64) numbering[T] {
+	n := numbering[T]{list: list, id: id, dense: true, next: len(list) + 1}
+	for i, x := range list {
+		if id(x) != uint64(i+1) {
+			n.dense = false
+			n.other = make(map[*T]int, len(list))
+			for i, x := range list {
+				n.other[x] = i + 1
+			}
+			break
 		}
 	}
-	f, ok := b.locs[l]
+	return n
+}
+
+// of returns the number of x, numbering it after the others if it is new.
+func (n *numbering[T]) of(x *T) int {
+	if n.dense {
+		if id := n.id(x); id-1 < uint64(len(n.list)) && n.list[id-1] == x {
+			return int(id)
+		}
+	}
+	i, ok := n.other[x]
 	if !ok {
-		f = b.resolve(l)
-		b.locs[l] = f
+		if n.other == nil {
+			n.other = make(map[*T]int)
+		}
+		i = n.next
+		n.next++
+		n.other[x] = i
 	}
-	return f
+	return i
 }
 
-// resolve returns the frames of the function or address at l: with
+// slot returns the element of s for number i, growing s for numbers the
+// profile's lists lack.
+func slot[E any](s *[]E, i int) *E {
+	if i >= len(*s) {
+		*s = slices.Grow(*s, i+1-len(*s))[:i+1]
+	}
+	return &(*s)[i]
+}
+
+// A builder resolves the profile's locations to frames. It looks each
+// location, function and mapping up once, in slices by their numbers, and a
+// name once per function: frames are interned by name and module, and most
+// names are in one module.
+type builder struct {
+	m          *model
+	locations  numbering[profile.Location]
+	functions  numbering[profile.Function]
+	mappings   numbering[profile.Mapping]
+	located    []span           // by location number
+	byFunction []placed         // by function number
+	byMapping  []mapped         // by mapping number; 0 for none
+	locFrames  []int32          // frames of the locations of several frames
+	names      map[string]int32 // the first frame of each name
+	mods       map[string]int32
+	comms      map[string]int32
+}
+
+// A span is the frames of a location: the frame itself when it is one,
+// else locFrames[start:start+n]. n is 0 until the location is resolved.
+type span struct{ start, n int32 }
+
+// A placed is the frame of a function in the module it was last seen in.
+type placed struct{ frame, mod int32 } // frame + 1; 0 until seen
+
+// A mapped is what frames take from a mapping.
+type mapped struct {
+	mod         int32 // + 1; 0 until seen
+	unknown     int32 // the frame of its unresolved addresses + 1, or 0
+	kernel, jit bool
+}
+
+// appendFrames appends the frames of l to stack, innermost first: with
 // inlining, the inlined functions innermost first, then the function the
 // address is in.
-func (b *builder) resolve(l *profile.Location) []int32 {
-	module := unknown
-	if l.Mapping != nil && l.Mapping.File != "" {
-		module = path.Base(l.Mapping.File)
+func (b *builder) appendFrames(stack []int32, l *profile.Location) []int32 {
+	sp := slot(&b.located, b.locations.of(l))
+	if sp.n == 0 {
+		*sp = b.resolve(l)
 	}
-	kernel := l.Mapping != nil && l.Mapping.File == contract.KernelFile
-	jit := contract.IsJIT(l.Mapping)
-	var frames []int32
-	for _, line := range l.Line {
-		if fn := line.Function; fn != nil {
-			frames = append(frames, b.frame(cmp.Or(contract.PerfName(fn), unknown), module, fn.Filename, kernel, jit))
-		}
+	if sp.n == 1 {
+		return append(stack, sp.start)
 	}
-	if len(frames) == 0 {
-		frames = append(frames, b.frame(unknown, module, "", kernel, jit))
-	}
-	return frames
+	return append(stack, b.locFrames[sp.start:sp.start+sp.n]...)
 }
 
-func (b *builder) frame(name, module, file string, kernel, jit bool) int32 {
-	k := [2]string{name, module}
-	if i, ok := b.frames[k]; ok {
-		if b.m.frames[i].file == "" {
-			b.m.frames[i].file = file
+func (b *builder) resolve(l *profile.Location) span {
+	mp := b.mapping(l.Mapping)
+	start := len(b.locFrames)
+	for _, line := range l.Line {
+		if fn := line.Function; fn != nil {
+			b.locFrames = append(b.locFrames, b.function(fn, mp))
 		}
-		return i
+	}
+	switch n := len(b.locFrames) - start; n {
+	case 0:
+		return span{b.unknownIn(l.Mapping), 1}
+	case 1:
+		f := b.locFrames[start]
+		b.locFrames = b.locFrames[:start]
+		return span{f, 1}
+	default:
+		return span{int32(start), int32(n)}
+	}
+}
+
+// mapping returns what frames in m take from it; m may be nil.
+func (b *builder) mapping(m *profile.Mapping) *mapped {
+	i := 0
+	if m != nil {
+		i = b.mappings.of(m)
+	}
+	mp := slot(&b.byMapping, i)
+	if mp.mod == 0 {
+		module := unknown
+		if m != nil && m.File != "" {
+			module = path.Base(m.File)
+		}
+		mp.mod = b.module(module) + 1
+		mp.kernel = m != nil && m.File == contract.KernelFile
+		mp.jit = contract.IsJIT(m)
+	}
+	return mp
+}
+
+// function returns the frame of fn in the module of mp.
+func (b *builder) function(fn *profile.Function, mp *mapped) int32 {
+	pl := slot(&b.byFunction, b.functions.of(fn))
+	if pl.frame == 0 || pl.mod != mp.mod {
+		*pl = placed{b.frame(cmp.Or(contract.PerfName(fn), unknown), fn.Filename, mp) + 1, mp.mod}
+	}
+	return pl.frame - 1
+}
+
+// unknownIn returns the frame of the unresolved addresses of m, which may
+// be nil.
+func (b *builder) unknownIn(m *profile.Mapping) int32 {
+	mp := b.mapping(m)
+	if mp.unknown == 0 {
+		mp.unknown = b.frame(unknown, "", mp) + 1
+	}
+	return mp.unknown - 1
+}
+
+// frame returns the frame of name in the module of mp, making it from mp
+// and file if it is new, and giving it file if it has none.
+func (b *builder) frame(name, file string, mp *mapped) int32 {
+	mod := mp.mod - 1
+	first, ok := b.names[name]
+	if ok {
+		for i := first; i >= 0; i = b.m.frames[i].next - 1 {
+			if f := &b.m.frames[i]; f.mod == mod {
+				if f.file == "" {
+					f.file = file
+				}
+				return i
+			}
+		}
 	}
 	i := int32(len(b.m.frames))
-	b.m.frames = append(b.m.frames, frame{
-		name:   name,
-		module: module,
-		kernel: kernel,
-		jit:    jit,
-		file:   file,
-		sym:    intern(b.syms, name),
-		mod:    intern(b.mods, module),
-	})
-	b.frames[k] = i
+	f := frame{name: name, file: file, sym: i, mod: mod, kernel: mp.kernel, jit: mp.jit}
+	if ok {
+		f.sym = first
+		f.next, b.m.frames[first].next = b.m.frames[first].next, i+1
+	} else {
+		b.names[name] = i
+	}
+	b.m.frames = append(b.m.frames, f)
+	return i
+}
+
+func (b *builder) module(name string) int32 {
+	i, ok := b.mods[name]
+	if !ok {
+		i = int32(len(b.m.modules))
+		b.m.modules = append(b.m.modules, name)
+		b.mods[name] = i
+	}
 	return i
 }
 

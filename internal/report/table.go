@@ -157,7 +157,7 @@ func (t *table) compare(a, b *entry) int {
 		case byPID:
 			c = cmp.Compare(a.pid, b.pid)
 		case byModule:
-			c = cmp.Compare(t.frames[a.frame].module, t.frames[b.frame].module)
+			c = cmp.Compare(t.module(&t.frames[a.frame]), t.module(&t.frames[b.frame]))
 		case bySymbol:
 			c = cmp.Compare(t.frames[a.frame].name, t.frames[b.frame].name)
 		}
@@ -275,7 +275,7 @@ func (b *treeBuilder) expand(n int32, refs []ref) {
 			return c
 		}
 		fx, fy := &b.t.frames[x.frame], &b.t.frames[y.frame]
-		return cmp.Or(cmp.Compare(fx.name, fy.name), cmp.Compare(fx.module, fy.module))
+		return cmp.Or(cmp.Compare(fx.name, fy.name), cmp.Compare(b.t.module(fx), b.t.module(fy)))
 	})
 
 	// Order the refs of visible children by child, moving each on to its

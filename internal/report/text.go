@@ -162,7 +162,7 @@ func (t *table) columns() []*column {
 				return strconv.FormatInt(e.pid, 10) + ":" + t.comms[e.comm]
 			})
 		case byModule:
-			add("Shared Object", false, func(e *entry) string { return t.frames[e.frame].module })
+			add("Shared Object", false, func(e *entry) string { return t.module(&t.frames[e.frame]) })
 		case bySymbol:
 			add("Symbol", false, func(e *entry) string {
 				f := &t.frames[e.frame]
@@ -275,8 +275,8 @@ func trimRight(b []byte) []byte {
 // name names the frame of node n, with the module if it did not resolve.
 func (g *graphWriter) name(n int32) string {
 	f := &g.t.frames[g.t.graph.nodes[n].frame]
-	if f.resolved() || f.module == unknown {
-		return f.name
+	if module := g.t.module(f); !f.resolved() && module != unknown {
+		return unknown + " (" + module + ")"
 	}
-	return unknown + " (" + f.module + ")"
+	return f.name
 }
