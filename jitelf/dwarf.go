@@ -54,13 +54,13 @@ type row struct {
 func (b *builder) buildDWARF(textStart, textSize uint64) bool {
 	// One yield function for all, rather than a range loop's, which would
 	// be allocated per function.
-	var fn *Function
+	var fn Function
 	add := func(e jitdump.DebugEntry) bool {
 		b.rows = append(b.rows, row{off: int64(e.Addr - fn.LineBias - fn.CodeAddr), line: e.Line, col: e.Discrim, file: e.File})
 		return true
 	}
-	for i := range b.fns {
-		fn = &b.fns[i]
+	for i := range b.n {
+		fn = b.fn(i)
 		if fn.Lines == nil {
 			continue
 		}
@@ -200,10 +200,11 @@ func (b *builder) appendInfo(textStart, textSize uint64) {
 	d = f.AppendAddr(d, textStart)
 	d = f.AppendAddr(d, textStart+textSize)
 	d = o.AppendUint32(d, 0) // stmt_list
-	for i := range b.fns {
-		if size := uint64(len(b.fns[i].Code)); size > 0 {
+	for i := range b.n {
+		if fn := b.fn(i); len(fn.Code) > 0 {
+			size := uint64(len(fn.Code))
 			d = leb128.AppendUnsigned(d, abbrevSubprogram)
-			d = append(append(d, b.fns[i].Name...), 0)
+			d = append(append(d, fn.Name...), 0)
 			d = f.AppendAddr(d, b.offs[i])
 			d = f.AppendAddr(d, b.offs[i]+size)
 		}

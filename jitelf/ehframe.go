@@ -33,7 +33,7 @@ type ehTableEntry struct{ loc, fde uint64 }
 // 8-aligned, so that a pc-relative pc_begin at offset f holding v points at
 // code offset align8(size) + f + v.
 func (b *builder) parseEH(i int) {
-	fn := &b.fns[i]
+	fn := b.fn(i)
 	if fn.Unwind == nil {
 		return
 	}

@@ -65,6 +65,7 @@ import (
 	"io"
 	"iter"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -131,7 +132,7 @@ const FuncAlign = 16
 func Write(w io.Writer, opts Options, fns []Function) (Layout, error) {
 	b := builders.Get().(*builder)
 	defer builders.Put(b)
-	out, lay, err := b.build(b.out[:0], opts, fns)
+	out, lay, err := b.build(b.out[:0], opts, len(fns), slice(fns))
 	b.out = out[:0]
 	if err != nil {
 		return lay, err
@@ -143,9 +144,20 @@ func Write(w io.Writer, opts Options, fns []Function) (Layout, error) {
 // Append appends an image of fns to dst, as Write writes it, and returns the
 // extended slice.
 func Append(dst []byte, opts Options, fns []Function) ([]byte, Layout, error) {
+	return AppendFunc(dst, opts, len(fns), slice(fns))
+}
+
+// AppendFunc is Append of n functions that fn gives by index, each as often
+// as the image needs it: for a caller that holds its functions otherwise
+// (an image of a million jitted functions would double them as Functions).
+func AppendFunc(dst []byte, opts Options, n int, fn func(int) Function) ([]byte, Layout, error) {
 	b := builders.Get().(*builder)
 	defer builders.Put(b)
-	return b.build(dst, opts, fns)
+	return b.build(dst, opts, n, fn)
+}
+
+func slice(fns []Function) func(int) Function {
+	return func(i int) Function { return fns[i] }
 }
 
 // builders keep the scratch space of earlier images, so that writing one
@@ -235,7 +247,8 @@ const noteSize = 12 + 4 + BuildIDSize
 // builder holds one image in the making and scratch space kept across images.
 type builder struct {
 	f    elfwrite.File
-	fns  []Function
+	n    int                // functions
+	fn   func(int) Function // each by index
 	offs []uint64
 	note []byte
 
@@ -262,18 +275,18 @@ type builder struct {
 	out []byte
 }
 
-func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layout, error) {
+func (b *builder) build(dst []byte, opts Options, n int, fn func(int) Function) ([]byte, Layout, error) {
 	format, mach, err := opts.format()
 	if err != nil {
 		return dst, Layout{}, err
 	}
-	for i := range fns {
-		if strings.IndexByte(fns[i].Name, 0) >= 0 {
-			return dst, Layout{}, fmt.Errorf("jitelf: function %d: name %q has a NUL byte", i, fns[i].Name)
+	for i := range n {
+		if name := fn(i).Name; strings.IndexByte(name, 0) >= 0 {
+			return dst, Layout{}, fmt.Errorf("jitelf: function %d: name %q has a NUL byte", i, name)
 		}
 	}
 	*b = builder{
-		f: b.f, fns: fns, offs: make([]uint64, len(fns)), note: b.note[:0],
+		f: b.f, n: n, fn: fn, offs: make([]uint64, n), note: b.note[:0],
 		eh: b.eh[:0], ehTable: b.ehTable[:0], ehCIEs: b.ehCIEs[:0], ehFrame: b.ehFrame[:0], ehHdr: b.ehHdr[:0],
 		rows: b.rows[:0], files: b.files, fileNames: b.fileNames[:0], prog: b.prog[:0],
 		line: b.line[:0], info: b.info[:0], abbrev: b.abbrev[:0], out: b.out,
@@ -284,7 +297,7 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 		clear(b.fileNames)
 		clear(b.eh)
 		clear(b.files)
-		b.fns, b.offs, b.lastFile = nil, nil, ""
+		b.fn, b.offs, b.lastFile = nil, nil, ""
 	}()
 	f := &b.f
 	f.Reset()
@@ -293,7 +306,7 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 		f.Names.Add(name)
 	}
 
-	for i := range fns {
+	for i := range n {
 		b.parseEH(i)
 	}
 	hasEH := len(b.eh) > 0
@@ -306,12 +319,12 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 
 	textStart := f.Next(FuncAlign)
 	cur := textStart
-	for i := range fns {
+	for i := range n {
 		off := elfwrite.AlignUp(cur, FuncAlign)
 		b.offs[i] = off
 		// An empty function still takes a byte, so that no two functions
 		// share an address.
-		cur = off + max(uint64(len(fns[i].Code)), 1)
+		cur = off + max(uint64(len(fn(i).Code)), 1)
 	}
 	f.Entry = textStart
 	text := b.addAlloc(elf.SectionHeader{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_EXECINSTR,
@@ -355,8 +368,8 @@ func (b *builder) build(dst []byte, opts Options, fns []Function) ([]byte, Layou
 		return dst, Layout{}, fmt.Errorf("jitelf: %w", err)
 	}
 	img := out[base:]
-	for i := range fns {
-		copy(img[b.offs[i]:], fns[i].Code)
+	for i := range n {
+		copy(img[b.offs[i]:], fn(i).Code)
 	}
 
 	// The id is the hash of every other byte of the image.
@@ -396,8 +409,16 @@ func (b *builder) appendNote(out []byte) []byte {
 // text.
 func (b *builder) addSymbols(text int) {
 	info := elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC)
-	for i := range b.fns {
-		fn := &b.fns[i]
+	// Both tables are sized first: a million functions' would otherwise
+	// be copied twenty times over as they grow.
+	names := 1
+	for i := range b.n {
+		names += len(b.fn(i).Name) + 1
+	}
+	b.f.Strings = slices.Grow(b.f.Strings, names)
+	b.f.GrowSymbols(b.n)
+	for i := range b.n {
+		fn := b.fn(i)
 		name := uint32(0) // the empty string that opens the table
 		if fn.Name != "" {
 			name = b.f.Strings.Add(fn.Name)

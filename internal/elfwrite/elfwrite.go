@@ -209,6 +209,12 @@ func (f *File) AddSymbol(s elf.Sym64) {
 	}
 }
 
+// GrowSymbols makes room for n more symbols, so that adding many grows the
+// table once rather than by doubling.
+func (f *File) GrowSymbols(n int) {
+	f.symtab = slices.Grow(f.symbols(), n*int(f.symSize()))
+}
+
 // symbols returns the symbol table, which opens with the null symbol.
 func (f *File) symbols() []byte {
 	if len(f.symtab) == 0 {

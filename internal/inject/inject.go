@@ -236,14 +236,16 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 // writeImage writes one image whole or not at all, and returns it with each
 // function's offset in it. buf is reused for the image's bytes.
 func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code) (*image, []uint64, []byte, error) {
-	efs := make([]jitelf.Function, len(fns))
-	for i, fn := range fns {
-		efs[i] = jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
+	// Each made when the image needs it: all of a dump's at once would
+	// double the index it is made from.
+	data, layout, err := jitelf.AppendFunc(buf, op, len(fns), func(i int) jitelf.Function {
+		fn := fns[i]
+		ef := jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
 		if fn.Debug() != nil {
-			efs[i].Lines = fn.Entries() // the entries that can be right
+			ef.Lines = fn.Entries() // the entries that can be right
 		}
-	}
-	data, layout, err := jitelf.Append(buf, op, efs)
+		return ef
+	})
 	if err != nil {
 		return nil, nil, buf, fmt.Errorf("image %s: %w", path, err)
 	}
