@@ -2,7 +2,9 @@ package report
 
 import (
 	"cmp"
+	"iter"
 	"slices"
+	"strings"
 
 	"github.com/google/pprof/profile"
 )
@@ -19,10 +21,9 @@ type entry struct {
 	samples  int64 // samples whose leaf is in the entry
 	self     int64
 	children int64
-	seen     int   // 1 + index of the last sample counted in children
-	listed   bool  // whether the entry is above the percent limit
-	refs     []ref // while building call graphs, the entry's samples
+	seen     int32 // 1 + index of the last sample counted in children
 	root     int32 // root node of the entry's call graph, or -1
+	listed   int32 // while building call graphs, 1 + its index in table.entries; 0 below the percent limit
 }
 
 // A table is the aggregation that Text and JSON print.
@@ -35,10 +36,16 @@ type table struct {
 	min       float64  // Options.MinPercent
 	graphMin  float64  // Options.GraphMinPercent
 	sampleKey []uint32 // by sample: the high half of its keys
-	frameKey  []uint32 // by frame: the low half of its keys
-	index     map[key]*entry
-	entries   []*entry // sorted, without those below min
-	graph     graph
+	frameKey  []int32  // by frame: the low half of its keys
+	// Entries are made in blocks, which spares a large slice copied as it
+	// grows, and looked up by key, or by the low half alone when all
+	// samples share the high half, as one process's do: 1 + their number.
+	blocks  [][]entry
+	made    int32
+	index   map[key]int32
+	byFrame []int32
+	entries []*entry // sorted, without those below min
+	graph   graph
 }
 
 func aggregate(p *profile.Profile, o Options) (*table, error) {
@@ -50,7 +57,7 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &table{model: m, keys: keys, children: o.Children, outward: o.outward(), min: o.MinPercent, graphMin: o.GraphMinPercent, index: make(map[key]*entry)}
+	t := &table{model: m, keys: keys, children: o.Children, outward: o.outward(), min: o.MinPercent, graphMin: o.GraphMinPercent}
 	for _, k := range keys {
 		t.by[k] = true
 	}
@@ -73,17 +80,23 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 		}
 		t.sampleKey[i] = uint32(intern(processes, k))
 	}
-	places := make(map[[2]int32]int32)
-	t.frameKey = make([]uint32, len(m.frames))
+	// Frames are distinct by symbol and module; sym and mod number
+	// either alone.
+	t.frameKey = make([]int32, len(m.frames))
 	for i := range m.frames {
-		var k [2]int32
-		if t.by[bySymbol] {
-			k[0] = m.frames[i].sym
+		switch f := &m.frames[i]; {
+		case t.by[bySymbol] && t.by[byModule]:
+			t.frameKey[i] = int32(i)
+		case t.by[bySymbol]:
+			t.frameKey[i] = f.sym
+		case t.by[byModule]:
+			t.frameKey[i] = f.mod
 		}
-		if t.by[byModule] {
-			k[1] = m.frames[i].mod
-		}
-		t.frameKey[i] = uint32(intern(places, k))
+	}
+	if len(processes) <= 1 {
+		t.byFrame = make([]int32, len(m.frames))
+	} else {
+		t.index = make(map[key]int32)
 	}
 
 	for i := range m.samples {
@@ -95,19 +108,26 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 			continue
 		}
 		for _, f := range s.stack {
-			if e := t.entry(i, f); e.seen != i+1 {
-				e.seen = i + 1
+			if e := t.entry(i, f); e.seen != int32(i+1) {
+				e.seen = int32(i + 1)
 				e.children += s.value
 			}
 		}
 	}
 
-	for _, e := range t.index {
+	listed := 0
+	for e := range t.all() {
+		if !t.hidden(t.weight(e)) {
+			listed++
+		}
+	}
+	t.entries = make([]*entry, 0, listed)
+	for e := range t.all() {
 		if !t.hidden(t.weight(e)) {
 			t.entries = append(t.entries, e)
 		}
 	}
-	slices.SortFunc(t.entries, t.compare)
+	t.sort()
 
 	if o.CallGraph {
 		t.callGraphs()
@@ -115,16 +135,55 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 	return t, nil
 }
 
-// entry returns the entry that frame f of sample i belongs to.
+// entry returns the entry that frame f of sample i belongs to, making it
+// if it is new.
 func (t *table) entry(i int, f int32) *entry {
-	k := key(t.sampleKey[i])<<32 | key(t.frameKey[f])
-	e, ok := t.index[k]
-	if !ok {
-		s := &t.samples[i]
-		e = &entry{frame: f, comm: s.comm, pid: s.pid, root: -1}
-		t.index[k] = e
+	if t.byFrame != nil {
+		slot := &t.byFrame[t.frameKey[f]]
+		if *slot == 0 {
+			*slot = t.newEntry(i, f)
+		}
+		return t.at(*slot)
 	}
-	return e
+	k := key(t.sampleKey[i])<<32 | key(uint32(t.frameKey[f]))
+	n, ok := t.index[k]
+	if !ok {
+		n = t.newEntry(i, f)
+		t.index[k] = n
+	}
+	return t.at(n)
+}
+
+const blockSize = 1024
+
+// newEntry makes the entry of frame f of sample i and returns its number.
+func (t *table) newEntry(i int, f int32) int32 {
+	if t.made%blockSize == 0 {
+		t.blocks = append(t.blocks, make([]entry, 0, blockSize))
+	}
+	b := &t.blocks[len(t.blocks)-1]
+	s := &t.samples[i]
+	*b = append(*b, entry{frame: f, comm: s.comm, pid: s.pid, root: -1})
+	t.made++
+	return t.made
+}
+
+// at returns entry number n.
+func (t *table) at(n int32) *entry {
+	return &t.blocks[(n-1)/blockSize][(n-1)%blockSize]
+}
+
+// all yields every entry.
+func (t *table) all() iter.Seq[*entry] {
+	return func(yield func(*entry) bool) {
+		for _, b := range t.blocks {
+			for i := range b {
+				if !yield(&b[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // weight returns the value entries are sorted and limited by.
@@ -143,41 +202,67 @@ func (t *table) hiddenBranch(v int64) bool {
 	return percent(v, t.total) < t.graphMin
 }
 
-// compare orders entries by decreasing weight, then by their keys in the
-// order given, so that output is stable.
-func (t *table) compare(a, b *entry) int {
-	if c := cmp.Compare(t.weight(b), t.weight(a)); c != 0 {
-		return c
-	}
-	for _, k := range t.keys {
-		var c int
-		switch k {
-		case byComm:
-			c = cmp.Compare(t.comms[a.comm], t.comms[b.comm])
-		case byPID:
-			c = cmp.Compare(a.pid, b.pid)
-		case byModule:
-			c = cmp.Compare(t.module(&t.frames[a.frame]), t.module(&t.frames[b.frame]))
-		case bySymbol:
-			c = cmp.Compare(t.frames[a.frame].name, t.frames[b.frame].name)
-		}
-		if c != 0 {
+// sort orders entries by decreasing weight, then by their keys in the
+// order given, so that output is stable. Commands and modules are few:
+// ranking them first leaves a comparison of strings only for symbols.
+func (t *table) sort() {
+	commRank := ranks(t.comms)
+	modRank := ranks(t.modules)
+	slices.SortFunc(t.entries, func(a, b *entry) int {
+		if c := cmp.Compare(t.weight(b), t.weight(a)); c != 0 {
 			return c
 		}
+		for _, k := range t.keys {
+			var c int
+			switch k {
+			case byComm:
+				c = cmp.Compare(commRank[a.comm], commRank[b.comm])
+			case byPID:
+				c = cmp.Compare(a.pid, b.pid)
+			case byModule:
+				c = cmp.Compare(modRank[t.frames[a.frame].mod], modRank[t.frames[b.frame].mod])
+			case bySymbol:
+				if a.frame != b.frame {
+					c = strings.Compare(t.frames[a.frame].name, t.frames[b.frame].name)
+				}
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+}
+
+// ranks returns the rank of each of names in their bytewise order; equal
+// names rank the same.
+func ranks(names []string) []int32 {
+	order := make([]int32, len(names))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	return 0
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	rank := make([]int32, len(names))
+	for i, n := range order {
+		rank[n] = int32(i)
+		if i > 0 && names[n] == names[order[i-1]] {
+			rank[n] = rank[order[i-1]]
+		}
+	}
+	return rank
 }
 
 // callGraphs builds the call graph of each listed entry. It takes a second
 // pass over the samples so that entries cut by the percent limit cost
 // nothing.
 func (t *table) callGraphs() {
-	for _, e := range t.entries {
-		e.listed = true
+	for i, e := range t.entries {
+		e.listed = int32(i + 1)
 	}
-	for _, e := range t.index {
+	for e := range t.all() {
 		e.seen = 0
 	}
+	refs := make([][]ref, len(t.entries)) // by listed entry, its samples
 	for i := range t.samples {
 		s := &t.samples[i]
 		if !t.children {
@@ -186,8 +271,8 @@ func (t *table) callGraphs() {
 			if !t.outward {
 				pos = len(s.stack) - 1
 			}
-			if e := t.entry(i, s.stack[0]); e.listed {
-				e.refs = append(e.refs, ref{int32(i), int32(pos)})
+			if e := t.entry(i, s.stack[0]); e.listed > 0 {
+				refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(pos)})
 			}
 			continue
 		}
@@ -200,10 +285,10 @@ func (t *table) callGraphs() {
 			if !t.outward {
 				j = len(s.stack) - 1 - k
 			}
-			if e := t.entry(i, s.stack[j]); e.seen != i+1 {
-				e.seen = i + 1
-				if e.listed {
-					e.refs = append(e.refs, ref{int32(i), int32(j)})
+			if e := t.entry(i, s.stack[j]); e.seen != int32(i+1) {
+				e.seen = int32(i + 1)
+				if e.listed > 0 {
+					refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(j)})
 				}
 			}
 		}
@@ -212,11 +297,11 @@ func (t *table) callGraphs() {
 	if !t.outward {
 		b.step = -1
 	}
-	for _, e := range t.entries {
+	for i, e := range t.entries {
 		e.root = int32(len(t.graph.nodes))
 		t.graph.nodes = append(t.graph.nodes, node{frame: -1, value: t.weight(e)})
-		b.expand(e.root, e.refs)
-		e.refs = nil
+		b.expand(e.root, refs[i])
+		refs[i] = nil
 	}
 }
 

@@ -63,7 +63,7 @@ func Text(w io.Writer, p *profile.Profile, o Options) error {
 		if i > 0 {
 			bw.WriteString("  ")
 		}
-		c.pad(bw, c.header, i == len(cols)-1)
+		c.pad(bw, []byte(c.header), i == len(cols)-1)
 	}
 	bw.WriteString("\n# ")
 	for i, c := range cols {
@@ -82,10 +82,12 @@ func Text(w io.Writer, p *profile.Profile, o Options) error {
 
 	// Call graphs hang under the first column, as in perf.
 	g := graphWriter{t: t, w: bw, margin: strings.Repeat(" ", 2+cols[0].width+2)}
-	for i, e := range t.entries {
+	var cell []byte
+	for _, e := range t.entries {
 		for j, c := range cols {
 			bw.WriteString("  ")
-			c.pad(bw, c.cells[i], j == len(cols)-1)
+			cell = c.cell(cell[:0], e)
+			c.pad(bw, cell, j == len(cols)-1)
 		}
 		bw.WriteString("\n")
 		if e.root >= 0 {
@@ -95,25 +97,27 @@ func Text(w io.Writer, p *profile.Profile, o Options) error {
 	return bw.Flush()
 }
 
+// A column's cells are formatted twice, to measure them and to write them,
+// rather than kept: a profile of a million functions has a million lines.
 type column struct {
 	header string
 	right  bool // numbers align right
 	width  int
-	cells  []string // one per entry
+	cell   func(b []byte, e *entry) []byte // appends e's cell to b
 }
 
 // pad writes s aligned in the column. The last column has no padding to
 // the right, which would only leave spaces at the end of lines.
-func (c *column) pad(w *bufio.Writer, s string, last bool) {
-	n := c.width - utf8.RuneCountInString(s)
+func (c *column) pad(w *bufio.Writer, s []byte, last bool) {
+	n := c.width - utf8.RuneCount(s)
 	switch {
 	case c.right:
 		writeSpaces(w, n)
-		w.WriteString(s)
+		w.Write(s)
 	case last:
-		w.WriteString(s)
+		w.Write(s)
 	default:
-		w.WriteString(s)
+		w.Write(s)
 		writeSpaces(w, n)
 	}
 }
@@ -129,11 +133,12 @@ func writeSpaces(w *bufio.Writer, n int) {
 
 func (t *table) columns() []*column {
 	var cols []*column
-	add := func(header string, right bool, cell func(*entry) string) *column {
-		c := &column{header: header, right: right, width: len(header), cells: make([]string, len(t.entries))}
-		for i, e := range t.entries {
-			c.cells[i] = cell(e)
-			c.width = max(c.width, utf8.RuneCountInString(c.cells[i]))
+	var b []byte
+	add := func(header string, right bool, cell func([]byte, *entry) []byte) *column {
+		c := &column{header: header, right: right, width: len(header), cell: cell}
+		for _, e := range t.entries {
+			b = cell(b[:0], e)
+			c.width = max(c.width, utf8.RuneCount(b))
 		}
 		cols = append(cols, c)
 		return c
@@ -141,8 +146,8 @@ func (t *table) columns() []*column {
 	// Percentages take at least perf's width for them, so that Self lines
 	// up as perf prints it.
 	pct := func(header string, v func(*entry) int64) {
-		c := add(header, true, func(e *entry) string {
-			return strconv.FormatFloat(percent(v(e), t.total), 'f', 2, 64) + "%"
+		c := add(header, true, func(b []byte, e *entry) []byte {
+			return append(strconv.AppendFloat(b, percent(v(e), t.total), 'f', 2, 64), '%')
 		})
 		c.width = max(c.width, len("100.00%")+1)
 	}
@@ -152,24 +157,24 @@ func (t *table) columns() []*column {
 	} else {
 		pct("Overhead", func(e *entry) int64 { return e.self })
 	}
-	add("Samples", true, func(e *entry) string { return strconv.FormatInt(e.samples, 10) })
+	add("Samples", true, func(b []byte, e *entry) []byte { return strconv.AppendInt(b, e.samples, 10) })
 	for _, k := range t.keys {
 		switch k {
 		case byComm:
-			add("Command", false, func(e *entry) string { return t.comms[e.comm] })
+			add("Command", false, func(b []byte, e *entry) []byte { return append(b, t.comms[e.comm]...) })
 		case byPID:
-			add("Pid:Command", false, func(e *entry) string {
-				return strconv.FormatInt(e.pid, 10) + ":" + t.comms[e.comm]
+			add("Pid:Command", false, func(b []byte, e *entry) []byte {
+				return append(append(strconv.AppendInt(b, e.pid, 10), ':'), t.comms[e.comm]...)
 			})
 		case byModule:
-			add("Shared Object", false, func(e *entry) string { return t.module(&t.frames[e.frame]) })
+			add("Shared Object", false, func(b []byte, e *entry) []byte { return append(b, t.module(&t.frames[e.frame])...) })
 		case bySymbol:
-			add("Symbol", false, func(e *entry) string {
+			add("Symbol", false, func(b []byte, e *entry) []byte {
 				f := &t.frames[e.frame]
 				if f.kernel {
-					return "[k] " + f.name
+					return append(append(b, "[k] "...), f.name...)
 				}
-				return "[.] " + f.name
+				return append(append(b, "[.] "...), f.name...)
 			})
 		}
 	}
