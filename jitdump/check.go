@@ -61,6 +61,12 @@ func (f Finding) String() string {
 // Check reads r to its end and returns what breaks the spec, in file order.
 // The error is only for input that could not be read at all.
 func Check(r *Reader) ([]Finding, error) {
+	// No record is used past the next of its type (a DEBUG_INFO waits for
+	// one CODE_LOAD at most): the reader's own, overwritten, for a dump of
+	// millions of loads.
+	reuse := r.ReuseRecord
+	r.ReuseRecord = true
+	defer func() { r.ReuseRecord = reuse }()
 	var c checker
 	h := r.Header()
 	if extra := h.Flags &^ KnownFlags; extra != 0 {
@@ -90,14 +96,24 @@ func Check(r *Reader) ([]Finding, error) {
 
 type checker struct {
 	findings []Finding
-	// The code sizes of the loads by code index: a slice while the
-	// indexes grow, as runtimes write them (16 bytes a load, where a map
-	// took about 40 and grew slower than linearly in time), a map from
-	// the first that does not.
-	ordered  []loadedCode
-	loaded   map[uint64]uint64
+	// The code sizes of the loads by code index. While the indexes grow,
+	// as runtimes write them, runs of consecutive indexes and their sizes
+	// in order: 4 bytes a load where runtimes count up by one (a map took
+	// about 40 and grew slower than linearly in time); a map from the
+	// first index that does not grow. A size fits 32 bits: the code is in
+	// its record.
+	runs     []indexRun
+	sizes    []uint32
+	loaded   map[uint64]uint32
 	lastTime uint64
 	pending  *DebugInfo // waits for the CODE_LOAD it describes
+}
+
+// indexRun is consecutive code indexes from first on, whose sizes start at
+// sizes[at].
+type indexRun struct {
+	first uint64
+	at    int
 }
 
 func (c *checker) add(off int64, s Severity, kind, format string, args ...any) {
@@ -147,40 +163,66 @@ func (c *checker) record(rec Record) {
 	}
 }
 
-// debugOutside reports the entries of d outside the code of the load they
-// precede, and those whose file name is not text; it counts those readers
-// drop (CodeLoad.BadEntry).
-type loadedCode struct{ index, size uint64 }
-
 // load records the size of the code loaded with code index i.
 func (c *checker) load(i, size uint64) {
 	if c.loaded == nil {
-		if n := len(c.ordered); n == 0 || c.ordered[n-1].index < i {
-			c.ordered = append(c.ordered, loadedCode{i, size})
+		switch {
+		case len(c.runs) > 0 && c.last()+1 == i && i != 0:
+			c.sizes = append(c.sizes, uint32(size))
+			return
+		case len(c.runs) == 0 || c.last() < i:
+			c.runs = append(c.runs, indexRun{i, len(c.sizes)})
+			c.sizes = append(c.sizes, uint32(size))
 			return
 		}
-		c.loaded = make(map[uint64]uint64, len(c.ordered)+1)
-		for _, l := range c.ordered {
-			c.loaded[l.index] = l.size
+		c.loaded = make(map[uint64]uint32, len(c.sizes)+1)
+		for k, r := range c.runs {
+			end := len(c.sizes)
+			if k+1 < len(c.runs) {
+				end = c.runs[k+1].at
+			}
+			for j, size := range c.sizes[r.at:end] {
+				c.loaded[r.first+uint64(j)] = size
+			}
 		}
-		c.ordered = nil
+		c.runs, c.sizes = nil, nil
 	}
-	c.loaded[i] = size
+	c.loaded[i] = uint32(size)
+}
+
+// last returns the greatest code index loaded, while they grow.
+func (c *checker) last() uint64 {
+	r := c.runs[len(c.runs)-1]
+	return r.first + uint64(len(c.sizes)-r.at) - 1
 }
 
 // size returns the size of the code last loaded with code index i.
 func (c *checker) size(i uint64) (uint64, bool) {
 	if c.loaded != nil {
 		size, ok := c.loaded[i]
-		return size, ok
+		return uint64(size), ok
 	}
-	k, ok := slices.BinarySearchFunc(c.ordered, i, func(l loadedCode, i uint64) int { return cmp.Compare(l.index, i) })
-	if !ok {
-		return 0, false
+	k, found := slices.BinarySearchFunc(c.runs, i, func(r indexRun, i uint64) int { return cmp.Compare(r.first, i) })
+	if !found {
+		if k == 0 {
+			return 0, false
+		}
+		k-- // the run before, which may reach i
 	}
-	return c.ordered[k].size, true
+	end := len(c.sizes)
+	if k+1 < len(c.runs) {
+		end = c.runs[k+1].at
+	}
+	r := c.runs[k]
+	if j := i - r.first; j < uint64(end-r.at) {
+		return uint64(c.sizes[r.at+int(j)]), true
+	}
+	return 0, false
 }
 
+// debugOutside reports the entries of d outside the code of the load they
+// precede, and those whose file name is not text; it counts those readers
+// drop (CodeLoad.BadEntry).
 func (c *checker) debugOutside(d *DebugInfo, load *CodeLoad) {
 	bias := load.LineBias()
 	lo, hi := load.CodeAddr+bias, load.CodeAddr+load.CodeSize+bias

@@ -2,6 +2,7 @@ package jitdump_test
 
 import (
 	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
 
@@ -87,6 +88,15 @@ func TestCheck(t *testing.T) {
 		{name: "indexes out of order", recs: []jitdump.Record{load(1, 5, 0x1000, 4), load(2, 3, 0x2000, 8), move(3, 3, 8), move(4, 5, 4)}},
 		{name: "duplicate index out of order", recs: []jitdump.Record{load(1, 5, 0x1000, 4), load(2, 3, 0x2000, 4), load(3, 5, 0x3000, 4)}, kinds: []string{jitdump.KindDuplicateIndex}, sev: jitdump.Error},
 		{name: "move of an index between others", recs: []jitdump.Record{load(1, 3, 0x1000, 4), load(2, 7, 0x2000, 4), move(3, 5, 4)}, kinds: []string{jitdump.KindMoveUnknown}, sev: jitdump.Error},
+		{name: "runs of consecutive indexes", recs: []jitdump.Record{load(1, 1, 0x1000, 4), load(2, 2, 0x2000, 8), load(3, 3, 0x3000, 12), load(4, 10, 0x4000, 16), load(5, 11, 0x5000, 20), load(6, 20, 0x6000, 24),
+			move(7, 1, 4), move(8, 3, 12), move(9, 10, 16), move(10, 11, 20), move(11, 20, 24), move(12, 4, 4), move(13, 9, 4), move(14, 12, 4), move(15, 21, 4), move(16, 0, 4)},
+			kinds: []string{jitdump.KindMoveUnknown, jitdump.KindMoveUnknown, jitdump.KindMoveUnknown, jitdump.KindMoveUnknown, jitdump.KindMoveUnknown}, sev: jitdump.Error},
+		{name: "sizes kept once indexes go out of order", recs: []jitdump.Record{load(1, 1, 0x1000, 4), load(2, 2, 0x2000, 8), load(3, 10, 0x3000, 12), load(4, 5, 0x4000, 16),
+			move(5, 1, 4), move(6, 2, 8), move(7, 10, 12), move(8, 5, 16), move(9, 3, 4), move(10, 2, 4)},
+			kinds: []string{jitdump.KindMoveUnknown, jitdump.KindMoveSize}, sev: jitdump.Error},
+		{name: "duplicate inside a run", recs: []jitdump.Record{load(1, 1, 0x1000, 4), load(2, 2, 0x2000, 4), load(3, 3, 0x3000, 4), load(4, 2, 0x4000, 8), move(5, 2, 8)},
+			kinds: []string{jitdump.KindDuplicateIndex}, sev: jitdump.Error},
+		{name: "index 0 after the greatest", recs: []jitdump.Record{load(1, math.MaxUint64, 0x1000, 4), load(2, 0, 0x2000, 8), move(3, 0, 8), move(4, math.MaxUint64, 4)}},
 		{name: "reserved flags", hdr: jitdump.Header{Flags: 1 << 5}, kinds: []string{jitdump.KindReservedFlags}, sev: jitdump.Error},
 		{name: "arch timestamp flag is fine", hdr: jitdump.Header{Flags: jitdump.FlagArchTimestamp}},
 		{name: "name without NUL", raw: nameless, kinds: []string{jitdump.KindInvalidRecord}, sev: jitdump.Error},

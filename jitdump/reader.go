@@ -316,7 +316,7 @@ func (r *Reader) nextBytes() ([]byte, error) {
 // are dropped: a dump of millions of records read once (an index of it, a
 // check) then holds at most this much of it in memory, not all of it.
 // Records read before stay valid: their pages are read back when touched.
-const evictWindow = 32 << 20
+const evictWindow = 8 << 20
 
 var pageSize = os.Getpagesize()
 
