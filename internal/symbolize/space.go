@@ -37,6 +37,7 @@ import (
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/unwind"
 	"github.com/jitprof/jitprof/perfdata"
+	"github.com/jitprof/jitprof/perfmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,8 +69,9 @@ type Module struct {
 	Dump    *jitsources.Dump // for JIT
 
 	load    sync.Once
-	table   *elfsym.Table // nil when there is none, or it could not be used
-	perfMap timeline      // for PerfMap: its entries, placed at their times
+	table   *elfsym.Table   // nil when there is none, or it could not be used
+	perfMap timeline        // for PerfMap: its entries, placed at their times
+	entries []perfmap.Entry // for PerfMap: the map's lines
 
 	unwindOnce sync.Once
 	unwind     *unwind.Table // nil when the file has none, or it could not be used
@@ -86,6 +88,9 @@ type Symbol struct {
 	Name       string // as its source gives it, mangled or not
 	Start, End uint64
 	JIT        *dumpindex.Code // for a jitted function: its code and lines
+	// Function is a jitted function's place in its dump's Functions: a
+	// small dense number to key the function by.
+	Function uint32
 }
 
 // Frame is what Lookup found at an address.
@@ -430,7 +435,7 @@ func (src *eventSource) advance() bool {
 			continue // nothing can be sampled in it
 		}
 		src.head = event{time: src.dump.PerfTime(e.Time), pid: src.dump.Pid, kind: evLoad,
-			r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: src.mod, fn: e.Code}}
+			r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: src.mod, index: uint32(e.Function)}}
 		if e.Move {
 			src.head.kind = evMove
 		}
@@ -480,7 +485,7 @@ func (b *builder) apply(ev event) {
 	case evLoad:
 		p.place(r)
 	case evMove:
-		p.retire(ev.time, func(old *region) bool { return old.fn == r.fn })
+		p.retire(ev.time, func(old *region) bool { return old.module == r.module && old.index == r.index })
 		p.place(r)
 	case evFork:
 		// The child is a copy of its parent: nothing stays of an exited
@@ -531,7 +536,8 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 		if m := s.perfMap(p, t); m != nil {
 			e := m.perfMap.find(addr, t)
 			if e != nil {
-				f.Module, f.Symbol = m, Symbol{Name: e.entry.Name, Start: e.entry.Start, End: e.entry.Start + e.entry.Size}
+				entry := &m.entries[e.index]
+				f.Module, f.Symbol = m, Symbol{Name: entry.Name, Start: entry.Start, End: entry.Start + entry.Size}
 				f.From, f.Until = max(f.From, e.from), min(f.Until, e.until)
 				return f
 			}
@@ -545,9 +551,10 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 	}
 	f.Module = r.module
 	f.Map.Start, f.Map.End, f.Map.Pgoff = r.start, r.end, r.pgoff
-	if r.fn != nil {
+	if r.module.Kind == JIT {
 		base := r.start - r.pgoff
-		f.Symbol = Symbol{Name: r.fn.Name, Start: base, End: base + r.fn.CodeSize, JIT: r.fn}
+		fn := r.module.Dump.Functions[r.index]
+		f.Symbol = Symbol{Name: fn.Name, Start: base, End: base + fn.CodeSize, JIT: fn, Function: r.index}
 		return f
 	}
 	s.resolve(&f, r.module, addr-r.start+r.pgoff)
@@ -668,7 +675,7 @@ func (s *Space) readPerfMap(path, times foreign.Path) *Module {
 	if err != nil {
 		return nil
 	}
-	m := &Module{Name: pm.Path, Kind: PerfMap}
+	m := &Module{Name: pm.Path, Kind: PerfMap, entries: pm.Entries}
 	// Placed in time order, and in map order at equal times, each entry
 	// retires what it overlaps: the later one holds.
 	order := make([]int, len(pm.Entries))
@@ -681,7 +688,7 @@ func (s *Space) readPerfMap(path, times foreign.Path) *Module {
 		if e.Size == 0 || e.Start+e.Size < e.Start {
 			continue // names no address
 		}
-		m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, entry: e})
+		m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, index: uint32(i)})
 	}
 	m.perfMap.index()
 	return m

@@ -7,8 +7,6 @@ import (
 	"sort"
 
 	"github.com/google/btree"
-	"github.com/jitprof/jitprof/internal/dumpindex"
-	"github.com/jitprof/jitprof/perfmap"
 )
 
 // forever is the end of time: a region still in place when the recording
@@ -24,8 +22,10 @@ type region struct {
 	// offset of a mapped file, or the offset in a jitted function's code.
 	pgoff  uint64
 	module *Module
-	fn     *dumpindex.Code // for JIT regions
-	entry  *perfmap.Entry  // for a perf map's regions
+	// index is, for a JIT region, the function's place in its dump's
+	// Functions, for a perf map's, its entry's in the map: a number, not
+	// pointers, for these are a process's millions of regions.
+	index uint32
 }
 
 // timeline is every region a process had during the recording.
