@@ -7,7 +7,7 @@ package perfprof
 // from sp. A frame whose method no record names stays the interpreter's.
 func (a *aggregator) nameInterpreted(ids []uint32, t, sp uint64, stack []byte) {
 	for i, id := range ids {
-		if a.names[a.locs[id-1].fn] != interpreterName {
+		if a.flags(id)&interpreter == 0 {
 			continue
 		}
 		if fr, ok := a.space.Interpreted(a.frame(id-1), t, a.unwinder.fps[i], sp, stack); ok {

@@ -11,6 +11,7 @@ package perfprof
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"regexp"
@@ -256,6 +257,34 @@ type locFunc struct {
 	inlined string // per function: the inline chain's names and files
 }
 
+// A function is a distinct locFunc, kept without pointers (16 bytes, where
+// a whole frame is 104, and none for the GC to visit): a jitted function
+// (named, with no chain inlined, placed whole, as almost all of a JIT's
+// million are) by its dump and its place there, from which its frame
+// follows; any other by its first frame, kept whole among the aggregator's
+// few others.
+type function struct {
+	start uint64 // a jitted function's, where it was seen
+	ref   uint32 // a jitted function's place in its dump, or its other's
+	dump  uint16 // 1 + its dump's place in aggregator.dumps; 0 for the others
+	flags functionFlags
+}
+
+type functionFlags uint8
+
+const (
+	jitted      functionFlags = 1 << iota // in a dump's code
+	matches                               // named as the symbol filter asks
+	interpreter                           // HotSpot's interpreter
+)
+
+// other is a function kept by its first frame.
+type other struct {
+	frame   symbolize.Frame // without its address
+	name    string          // demangled
+	inlined string          // as its locFunc has it
+}
+
 // stackKey is a distinct sample: a thread and its stack.
 type stackKey struct {
 	pid, tid, comm uint32
@@ -308,21 +337,23 @@ type aggregator struct {
 	unit        string
 	period      uint64 // the fixed period, 0 when sampled by frequency
 
-	locIDs  map[location]uint32
 	lookups []cached   // lookupSlots of them
 	locs    []location // by location id - 1
-	fnIDs   map[locFunc]uint32
-	fns     []symbolize.Frame // by locFunc id: the first frame seen, without its address
+	locIDs  index      // of locs, by function and address
+	fns     []function // by function id
+	fnIDs   index      // of fns (ids + 1), by locFunc
+	others  []other
+	dumps   []*symbolize.Module
+	dumpIDs map[*symbolize.Module]uint16 // 1 + the place in dumps
+	seed    maphash.Seed
 	// oddFrames are the frames of the locations whose first frame differs
 	// from their function's but for the address (another mapping of the
 	// module, say), by location id - 1.
 	oddFrames map[uint32]symbolize.Frame
-	names     []string // demangled, by locFunc id
-	matches   []bool   // by locFunc id: the name matches the symbol filter
 	comms     []string
 	commIDs   map[string]uint32
 	stackTab  *stackTable
-	stacks    map[stackKey]total
+	stacks    *sampleTable
 	ids       []uint32 // the sample's locations, leaf first
 
 	samples, kept, jitted int
@@ -344,23 +375,35 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		perFunction: opts.PerFunction,
 		noInline:    opts.NoInline,
 		attrs:       make(map[*perfdata.Attr]bool),
-		locIDs:      make(map[location]uint32),
-		fnIDs:       make(map[locFunc]uint32),
+		dumpIDs:     make(map[*symbolize.Module]uint16),
+		seed:        maphash.MakeSeed(),
 		oddFrames:   make(map[uint32]symbolize.Frame),
 		lookups:     make([]cached, lookupSlots),
 		commIDs:     make(map[string]uint32),
 		stackTab:    newStackTable(),
-		stacks:      make(map[stackKey]total),
+		stacks:      newSampleTable(),
 		first:       math.MaxUint64,
 		warn:        opts.Warn,
 	}
 	if a.warn == nil {
 		a.warn = func(error) {}
 	}
+	// Sized for every function of the dumps, whose functions most
+	// profiles of many are.
 	var dumps []*jitsources.Dump
+	functions := 0
 	for _, m := range space.Dumps() {
 		dumps = append(dumps, m.Dump)
+		functions += len(m.Dump.Functions)
+		if len(a.dumps) < math.MaxUint16 {
+			a.dumps = append(a.dumps, m)
+			a.dumpIDs[m] = uint16(len(a.dumps))
+		}
 	}
+	a.fns = make([]function, 0, functions)
+	a.fnIDs = newIndex(functions)
+	a.locs = make([]location, 0, functions)
+	a.locIDs = newIndex(functions)
 	if a.stages = stages.NewMarks(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
 		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())
 	}
@@ -546,11 +589,11 @@ func (a *aggregator) add(s *perfdata.Sample) {
 	if len(a.ids) == 0 {
 		return
 	}
-	if f.Symbol != nil && !slices.ContainsFunc(a.ids, func(id uint32) bool { return a.matches[a.locs[id-1].fn] }) {
+	if f.Symbol != nil && !slices.ContainsFunc(a.ids, func(id uint32) bool { return a.flags(id)&matches != 0 }) {
 		return
 	}
 	a.kept++
-	if a.fns[a.locs[a.ids[0]-1].fn].Symbol.JIT != nil {
+	if a.flags(a.ids[0])&jitted != 0 {
 		a.jitted++
 	}
 	if u := a.unwinder; u != nil && u.walked {
@@ -572,14 +615,13 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		a.off.keep(key)
 		return
 	}
-	tot := a.stacks[key]
+	tot := a.stacks.at(key)
 	tot.count++
 	if a.period != 0 {
 		tot.period += int64(a.period)
 	} else {
 		tot.period += int64(s.Period)
 	}
-	a.stacks[key] = tot
 }
 
 // callchain turns the sample's callchain, as the kernel walked it, into
@@ -616,7 +658,7 @@ func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
 	// return address itself is looked up only then, and kept as a
 	// location only when it is the frame.
 	id := a.locate(pid, pc-1, t, kernel)
-	if f := a.fns[a.locs[id-1].fn]; f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
+	if f := a.fnFrame(a.locs[id-1].fn); f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
 		if fr := a.space.Lookup(pid, pc, t, kernel); fr.Symbol.Name != "" && fr.Symbol.Start == pc {
 			id = a.intern(fr)
 		}
@@ -639,43 +681,126 @@ func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
 
 // intern returns the id of fr's location, a new one the first time.
 func (a *aggregator) intern(fr symbolize.Frame) uint32 {
-	fk := locFunc{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start}
-	if fr.Symbol.Name == "" {
-		fk.start = 0
-	}
-	key := location{addr: fr.Addr}
+	fn := a.function(fr)
+	key := location{fn: fn, addr: fr.Addr}
 	if a.perFunction {
 		key.addr = 0
-		for _, in := range a.inlineChain(fr) {
-			fk.inlined += in.Name + "\x00" + in.File + "\x00"
+	}
+	h := maphash.Comparable(a.seed, key)
+	i := a.locIDs.first(h)
+	for ; a.locIDs.slots[i] != 0; i = a.locIDs.next(i) {
+		if id := a.locIDs.slots[i]; a.locKey(id) == key {
+			return id
 		}
 	}
-	fn, ok := a.fnIDs[fk]
-	if !ok {
-		fn = uint32(len(a.fns))
-		a.fnIDs[fk] = fn
-		first := fr
-		first.Addr = 0
-		a.fns = append(a.fns, first)
-		name := fr.Symbol.Name
-		if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
-			name = demangle.Name(name)
-		}
-		a.names = append(a.names, name)
-		a.matches = append(a.matches, a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name))
-	}
-	key.fn = fn
-	if id, ok := a.locIDs[key]; ok {
-		return id
-	}
-	if f := a.fns[fn]; fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
+	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
 		a.oddFrames[uint32(len(a.locs))] = fr
 	}
 	a.locs = append(a.locs, location{fn, fr.Addr})
 	id := uint32(len(a.locs))
-	a.locIDs[key] = id
+	a.locIDs.add(i, id, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
 }
+
+// locKey returns the key location id is found by.
+func (a *aggregator) locKey(id uint32) location {
+	l := a.locs[id-1]
+	if a.perFunction {
+		l.addr = 0
+	}
+	return l
+}
+
+// function returns the id of fr's function, a new one the first time.
+func (a *aggregator) function(fr symbolize.Frame) uint32 {
+	fk := locFunc{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start}
+	if fr.Symbol.Name == "" {
+		fk.start = 0
+	}
+	if a.perFunction {
+		for _, in := range a.inlineChain(fr) {
+			fk.inlined += in.Name + "\x00" + in.File + "\x00"
+		}
+	}
+	h := maphash.Comparable(a.seed, fk)
+	i := a.fnIDs.first(h)
+	for ; a.fnIDs.slots[i] != 0; i = a.fnIDs.next(i) {
+		if id := a.fnIDs.slots[i] - 1; a.fnKey(id) == fk {
+			return id
+		}
+	}
+	fn := uint32(len(a.fns))
+	name := fr.Symbol.Name
+	if name != "" && (fr.Module == nil || fr.Module.Kind != symbolize.Kernel) { // perf shows kernel names as they are
+		name = demangle.Name(name)
+	}
+	f := function{start: fr.Symbol.Start}
+	if fr.Symbol.JIT != nil {
+		f.flags |= jitted
+	}
+	if a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name) {
+		f.flags |= matches
+	}
+	if name == interpreterName {
+		f.flags |= interpreter
+	}
+	f.dump = a.dumpIDs[fr.Module]
+	if whole := fr.Symbol.Start == fr.Map.Start && fr.Symbol.End == fr.Map.End && fr.Map.Pgoff == 0; fr.Symbol.JIT == nil || fr.Symbol.Name == "" || fk.inlined != "" || !whole {
+		f.dump = 0
+	}
+	if f.dump != 0 {
+		f.ref = fr.Symbol.Function
+	} else {
+		f.ref = uint32(len(a.others))
+		first := fr
+		first.Addr = 0
+		a.others = append(a.others, other{frame: first, name: name, inlined: fk.inlined})
+	}
+	a.fns = append(a.fns, f)
+	a.fnIDs.add(i, fn+1, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
+	return fn
+}
+
+// fnKey returns the key function fn is found by.
+func (a *aggregator) fnKey(fn uint32) locFunc {
+	f := a.fns[fn]
+	if f.dump == 0 {
+		o := &a.others[f.ref]
+		k := locFunc{module: o.frame.Module, name: o.frame.Symbol.Name, start: o.frame.Symbol.Start, inlined: o.inlined}
+		if k.name == "" {
+			k.start = 0
+		}
+		return k
+	}
+	m := a.dumps[f.dump-1]
+	return locFunc{module: m, name: m.Dump.Functions[f.ref].Name, start: f.start}
+}
+
+// fnFrame returns the first frame seen of function fn, without its
+// address (nor its From and Until).
+func (a *aggregator) fnFrame(fn uint32) symbolize.Frame {
+	f := a.fns[fn]
+	if f.dump == 0 {
+		return a.others[f.ref].frame
+	}
+	m := a.dumps[f.dump-1]
+	code := m.Dump.Functions[f.ref]
+	fr := symbolize.Frame{Module: m, Symbol: symbolize.Symbol{Name: code.Name, Start: f.start, End: f.start + code.CodeSize, JIT: code, Function: f.ref}}
+	fr.Map.Start, fr.Map.End = fr.Symbol.Start, fr.Symbol.End
+	return fr
+}
+
+// name returns function fn's name, demangled.
+func (a *aggregator) name(fn uint32) string {
+	f := a.fns[fn]
+	if f.dump == 0 {
+		return a.others[f.ref].name
+	}
+	return demangle.Name(a.dumps[f.dump-1].Dump.Functions[f.ref].Name)
+}
+
+// flags returns the flags of location id's function.
+func (a *aggregator) flags(id uint32) functionFlags { return a.fns[a.locs[id-1].fn].flags }
 
 // frame returns the first frame seen of location id-1 (but its From and
 // Until).
@@ -684,7 +809,7 @@ func (a *aggregator) frame(i uint32) symbolize.Frame {
 		return fr
 	}
 	l := a.locs[i]
-	fr := a.fns[l.fn]
+	fr := a.fnFrame(l.fn)
 	fr.Addr = l.addr
 	return fr
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"github.com/jitprof/jitprof/internal/contract"
+	"hash/maphash"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -26,7 +27,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		a.settle()
 	}
 	// What only the lookups needed goes before the profile takes room.
-	a.locIDs, a.fnIDs, a.lookups, a.matches = nil, nil, nil, nil
+	a.locIDs, a.fnIDs, a.lookups, a.dumpIDs = index{}, index{}, nil, nil
 	sampleTypes, defaultType := a.sampleTypes()
 	p := &profile.Profile{
 		SampleType:        sampleTypes,
@@ -68,7 +69,11 @@ func (a *aggregator) locations(p *profile.Profile) {
 		module       *symbolize.Module
 		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
 	}
-	mappings := make(map[mappingKey]*profile.Mapping)
+	// The mappings' keys, by their place in p.Mapping: a jitted
+	// function has a mapping of its own, so they are as many.
+	var mappingKeys []mappingKey
+	mappings := newIndex(0)
+	seed := maphash.MakeSeed()
 	mappingSlab := newSlab[profile.Mapping](min(len(a.fns), 1<<16))
 	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
 		if fr.Module == nil {
@@ -82,11 +87,18 @@ func (a *aggregator) locations(p *profile.Profile) {
 		case fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO:
 			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
 		}
-		m := mappings[key]
+		var m *profile.Mapping
+		i := mappings.first(maphash.Comparable(seed, key))
+		for ; mappings.slots[i] != 0; i = mappings.next(i) {
+			if id := mappings.slots[i]; mappingKeys[id-1] == key {
+				m = p.Mapping[id-1]
+				break
+			}
+		}
 		if m == nil {
 			m = mappingSlab.next()
 			*m = profile.Mapping{
-				ID: uint64(len(mappings) + 1), File: fr.Module.Name, Start: fr.Addr, Limit: fr.Addr + 1,
+				ID: uint64(len(p.Mapping) + 1), File: fr.Module.Name, Start: fr.Addr, Limit: fr.Addr + 1,
 				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 			}
 			switch {
@@ -98,8 +110,9 @@ func (a *aggregator) locations(p *profile.Profile) {
 			if fr.Module.BuildID != nil {
 				m.BuildID = hex.EncodeToString(fr.Module.BuildID)
 			}
-			mappings[key] = m
 			p.Mapping = append(p.Mapping, m)
+			mappingKeys = append(mappingKeys, key)
+			mappings.add(i, uint32(len(p.Mapping)), func(id uint32) uint64 { return maphash.Comparable(seed, mappingKeys[id-1]) })
 		}
 		if key.start == 0 {
 			m.Start, m.Limit = min(m.Start, fr.Addr), max(m.Limit, fr.Addr+1)
@@ -108,6 +121,7 @@ func (a *aggregator) locations(p *profile.Profile) {
 	}
 
 	functionSlab := newSlab[profile.Function](len(a.fns))
+	p.Function = make([]*profile.Function, 0, len(a.fns))
 	addFunction := func(raw, demangled string, jitted bool) (*profile.Function, int64) {
 		fn := functionSlab.next()
 		col := newFunction(fn, uint64(len(p.Function)+1), raw, demangled, jitted, &names)
@@ -176,7 +190,7 @@ func (a *aggregator) locations(p *profile.Profile) {
 			if fn = functions[key]; fn == nil {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
 				var col int64
-				fn, col = addFunction(fr.Symbol.Name, a.names[agg], jitted)
+				fn, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
 				if col != 0 {
 					startColumns[fn] = col
 				}
@@ -212,25 +226,20 @@ func (a *aggregator) locations(p *profile.Profile) {
 		}
 		loc.Line[len(chain)] = ln
 	}
-	a.locs, a.fns, a.oddFrames, a.names = nil, nil, nil, nil
+	a.locs, a.fns, a.oddFrames, a.others, a.dumps = nil, nil, nil, nil, nil
 }
 
 // samplesOf builds p's samples, one per distinct sample of the aggregator,
 // the most frequent first, from slabs, and drops the aggregator's record of
 // them.
 func (a *aggregator) samplesOf(p *profile.Profile) {
-	type distinct struct {
-		key stackKey
-		tot total
-	}
-	all := make([]distinct, 0, len(a.stacks))
-	frames := 0
-	for k, tot := range a.stacks {
-		all = append(all, distinct{k, tot})
-		frames += len(a.stackTab.stack(k.stack))
-	}
+	all := a.stacks.entries
 	a.stacks = nil
-	slices.SortFunc(all, func(x, y distinct) int { // a stable order for stable output
+	frames := 0
+	for _, d := range all {
+		frames += len(a.stackTab.stack(d.key.stack))
+	}
+	slices.SortFunc(all, func(x, y sampleEntry) int { // a stable order for stable output
 		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
 			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
 	})
@@ -282,7 +291,8 @@ func (a *aggregator) samplesOf(p *profile.Profile) {
 // its own, which no location uses.
 func (a *aggregator) putMainFirst(p *profile.Profile) {
 	perPid := make(map[uint32]int64)
-	for k, tot := range a.stacks {
+	for _, e := range a.stacks.entries {
+		k, tot := e.key, e.tot
 		perPid[k.pid] += tot.count
 	}
 	var pid uint32
@@ -376,7 +386,8 @@ func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted 
 // holds unnamed.
 func (a *aggregator) stripped() []Stripped {
 	counts := make(map[string]int)
-	for k, tot := range a.stacks {
+	for _, e := range a.stacks.entries {
+		k, tot := e.key, e.tot
 		fr := a.frame(a.stackTab.leaf(k.stack) - 1)
 		if fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Stripped() {
 			counts[fr.Module.Name] += int(tot.count)
@@ -400,7 +411,8 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 		comm                int
 	}
 	byPid := make(map[uint32]*counts)
-	for k, tot := range a.stacks {
+	for _, e := range a.stacks.entries {
+		k, tot := e.key, e.tot
 		c := byPid[k.pid]
 		if c == nil {
 			c = &counts{comm: int(k.comm)}

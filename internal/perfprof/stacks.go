@@ -8,7 +8,7 @@ import (
 
 // A stackTable interns the distinct stacks of a profile: each one's
 // locations once, leaf first, in one array shared by all. A stack costs
-// 4 bytes a frame and an index entry, so however deep and however
+// 4 bytes a frame and an index slot, so however deep and however
 // distinct the call chains (thousands of addresses no other sample has,
 // as in a recursive JIT's stacks), the table stays within half of the
 // call chains the recording holds (8 bytes a frame). A calling context
@@ -17,15 +17,13 @@ import (
 type stackTable struct {
 	frames []uint32 // every stack's locations, leaf first
 	ends   []int    // stack i is frames[ends[i-1]:ends[i]]; stack 0, the empty one, ends at 0
-	byHash map[uint64]uint32
-	// more holds the stacks whose hash another stack in byHash has.
-	more map[uint64][]uint32
-	hash func(locs []uint32) uint64
+	ids    index    // of the stacks but the empty one, by their locations
+	hash   func(locs []uint32) uint64
 }
 
 func newStackTable() *stackTable {
 	seed := maphash.MakeSeed()
-	return &stackTable{ends: []int{0}, byHash: make(map[uint64]uint32), hash: func(locs []uint32) uint64 {
+	return &stackTable{ends: []int{0}, ids: newIndex(0), hash: func(locs []uint32) uint64 {
 		return maphash.Bytes(seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(locs))), 4*len(locs)))
 	}}
 }
@@ -36,29 +34,16 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 	if len(locs) == 0 {
 		return 0
 	}
-	h := t.hash(locs)
-	id, ok := t.byHash[h]
-	if ok {
-		if slices.Equal(t.stack(id), locs) {
+	i := t.ids.first(t.hash(locs))
+	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
+		if id := t.ids.slots[i]; slices.Equal(t.stack(id), locs) {
 			return id
 		}
-		for _, id := range t.more[h] {
-			if slices.Equal(t.stack(id), locs) {
-				return id
-			}
-		}
 	}
-	id = uint32(len(t.ends))
+	id := uint32(len(t.ends))
 	t.frames = append(t.frames, locs...)
 	t.ends = append(t.ends, len(t.frames))
-	if !ok {
-		t.byHash[h] = id
-	} else {
-		if t.more == nil {
-			t.more = make(map[uint64][]uint32)
-		}
-		t.more[h] = append(t.more[h], id)
-	}
+	t.ids.add(i, id, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
 }
 
@@ -80,4 +65,36 @@ func (t *stackTable) leaf(id uint32) uint32 {
 func (t *stackTable) called(loc, id uint32, buf []uint32) (uint32, []uint32) {
 	buf = append(append(buf[:0], loc), t.stack(id)...)
 	return t.intern(buf), buf
+}
+
+// A sampleTable holds the distinct samples of a profile and what each adds
+// up, in the order first seen: 48 bytes and an index slot each, where a
+// map of them cost twice that, more while it grew.
+type sampleTable struct {
+	entries []sampleEntry
+	ids     index // of entries (ids + 1), by key
+	seed    maphash.Seed
+}
+
+type sampleEntry struct {
+	key stackKey
+	tot total
+}
+
+func newSampleTable() *sampleTable {
+	return &sampleTable{ids: newIndex(0), seed: maphash.MakeSeed()}
+}
+
+// at returns the total of key's samples, a zero one the first time, to
+// be changed in place before the table's next at.
+func (t *sampleTable) at(key stackKey) *total {
+	i := t.ids.first(maphash.Comparable(t.seed, key))
+	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
+		if e := &t.entries[t.ids.slots[i]-1]; e.key == key {
+			return &e.tot
+		}
+	}
+	t.entries = append(t.entries, sampleEntry{key: key})
+	t.ids.add(i, uint32(len(t.entries)), func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
+	return &t.entries[len(t.entries)-1].tot
 }

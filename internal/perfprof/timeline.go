@@ -74,11 +74,12 @@ func (a *aggregator) reach(t uint64) {
 	}
 	// Slots are renumbered from the new first: old slot s, at time
 	// (tl.lo+s)<<shift, becomes ((tl.lo+s)>>d) - lo>>d.
-	stacks := make(map[stackKey]total, len(a.stacks))
-	for k, tot := range a.stacks {
+	stacks := newSampleTable()
+	for _, e := range a.stacks.entries {
+		k := e.key
 		k.slot = uint32((tl.lo+uint64(k.slot))>>d - lo>>d)
-		sum := stacks[k]
-		stacks[k] = total{count: sum.count + tot.count, period: sum.period + tot.period, off: sum.off + tot.off}
+		sum := stacks.at(k)
+		*sum = total{count: sum.count + e.tot.count, period: sum.period + e.tot.period, off: sum.off + e.tot.off}
 	}
 	a.stacks = stacks
 	tl.shift += d
@@ -92,10 +93,9 @@ func (a *aggregator) addBlocked(key stackKey, from, until uint64) {
 	tl := a.timeline
 	if tl == nil || until <= from {
 		key.slot = a.slot(from)
-		tot := a.stacks[key]
+		tot := a.stacks.at(key)
 		tot.count++
 		tot.off += int64(until - from)
-		a.stacks[key] = tot
 		return
 	}
 	a.reach(from)
@@ -103,12 +103,11 @@ func (a *aggregator) addBlocked(key stackKey, from, until uint64) {
 	for t, first := from, true; t < until; first = false {
 		end := min(until, (t>>tl.shift+1)<<tl.shift)
 		key.slot = uint32(t>>tl.shift - tl.lo)
-		tot := a.stacks[key]
+		tot := a.stacks.at(key)
 		if first {
 			tot.count++
 		}
 		tot.off += int64(end - t)
-		a.stacks[key] = tot
 		t = end
 	}
 }

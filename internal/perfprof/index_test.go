@@ -1,0 +1,63 @@
+package perfprof
+
+import (
+	"hash/maphash"
+	"testing"
+)
+
+// TestIndex: every record added is found again by its key, through the
+// index's growth and whatever its keys' hashes share, and a key never added
+// is not found.
+func TestIndex(t *testing.T) {
+	seed := maphash.MakeSeed()
+	for _, tc := range []struct {
+		name string
+		hash func(key uint64) uint64
+	}{
+		{"maphash", func(key uint64) uint64 { return maphash.Comparable(seed, key) }},
+		{"every hash the same", func(uint64) uint64 { return 7 }},
+		{"sixteen hashes", func(key uint64) uint64 { return (key % 16) << 60 }},
+		{"hashes at the last slot", func(uint64) uint64 { return ^uint64(0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 3000 // grows the index from 256 slots to 4096
+			var keys []uint64
+			ix := newIndex(0)
+			find := func(key uint64) (uint32, int) {
+				i := ix.first(tc.hash(key))
+				for ; ix.slots[i] != 0; i = ix.next(i) {
+					if id := ix.slots[i]; keys[id-1] == key {
+						return id, i
+					}
+				}
+				return 0, i
+			}
+			for k := range uint64(n) {
+				key := k * 0x10001
+				for _, again := range []bool{false, true} {
+					id, i := find(key)
+					switch {
+					case id == 0 && !again:
+						keys = append(keys, key)
+						ix.add(i, uint32(len(keys)), func(id uint32) uint64 { return tc.hash(keys[id-1]) })
+					case id == 0:
+						t.Fatalf("key %#x, added, is not found", key)
+					case !again:
+						t.Fatalf("key %#x found as %d before it was added", key, id)
+					}
+				}
+			}
+			for want, key := range keys {
+				if id, _ := find(key); id != uint32(want+1) {
+					t.Fatalf("key %#x found as %d, want %d", key, id, want+1)
+				}
+			}
+			if id, _ := find(1); id != 0 {
+				t.Errorf("key 1, never added, found as %d", id)
+			}
+			if ix.n != n || 4*ix.n > 3*len(ix.slots) || len(ix.slots) > 2*4096 {
+				t.Errorf("%d records in %d slots", ix.n, len(ix.slots))
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package perfprof
+
+import (
+	"hash/maphash"
+	"testing"
+
+	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/symbolize"
+)
+
+// TestIntern: a location is one function at one address, whether its
+// function is kept by its dump's index (a jitted function placed whole) or
+// by its first frame (the rest), and whichever of the two was seen first;
+// each location gives back the frame it was first seen as.
+func TestIntern(t *testing.T) {
+	codes := []*dumpindex.Code{{Name: "f", CodeSize: 64}, {Name: "g", CodeSize: 64}, {Name: "f", CodeSize: 32}, {Name: "", CodeSize: 16}}
+	dump := &symbolize.Module{Name: "jit-1.dump", Kind: symbolize.JIT, Dump: &jitsources.Dump{Dump: &dumpindex.Dump{Functions: codes}}}
+	elf := &symbolize.Module{Name: "/bin/x", Kind: symbolize.ELF}
+	whole := func(code uint32, start, addr uint64) symbolize.Frame {
+		fr := symbolize.Frame{Addr: addr, Module: dump, Symbol: symbolize.Symbol{Name: codes[code].Name, Start: start, End: start + codes[code].CodeSize, JIT: codes[code], Function: code}}
+		fr.Map.Start, fr.Map.End = start, start+codes[code].CodeSize
+		return fr
+	}
+	// split is a jitted frame whose region another function's load cut
+	// in two: its mapping begins inside it.
+	split := func(code uint32, start, addr uint64) symbolize.Frame {
+		fr := whole(code, start, addr)
+		fr.Map.Start, fr.Map.Pgoff = start+16, 16
+		return fr
+	}
+	named := symbolize.Frame{Addr: 0x401010, Module: elf, Symbol: symbolize.Symbol{Name: "_Z4mainv", Start: 0x401000, End: 0x401100}}
+	named.Map.Start, named.Map.End = 0x400000, 0x500000
+
+	for _, order := range []string{"whole first", "split first"} {
+		t.Run(order, func(t *testing.T) {
+			a := &aggregator{
+				dumps: []*symbolize.Module{dump}, dumpIDs: map[*symbolize.Module]uint16{dump: 1},
+				seed: maphash.MakeSeed(), fnIDs: newIndex(0), locIDs: newIndex(0), oddFrames: make(map[uint32]symbolize.Frame),
+			}
+			first, second := whole(0, 0x1000, 0x1004), split(0, 0x1000, 0x1020)
+			if order == "split first" {
+				first, second = split(0, 0x1000, 0x1004), whole(0, 0x1000, 0x1020)
+			}
+			frames := []struct {
+				fr       symbolize.Frame
+				sameAs   int // the frame whose location it is, or -1
+				sameFnAs int // the frame whose function it is, or -1
+			}{
+				{first, -1, -1},
+				{second, -1, 0},
+				{whole(0, 0x1000, 0x1004), 0, 0},        // the first's address again
+				{whole(0, 0x3000, 0x3004), -1, -1},      // f moved: another place, another function
+				{whole(1, 0x2000, 0x2004), -1, -1},      // g
+				{whole(2, 0x1000, 0x1008), -1, 0},       // f compiled again at the same place: the same function
+				{whole(3, 0x4000, 0x4000), -1, -1},      // nameless
+				{whole(3, 0x5000, 0x5000), -1, 6},       // nameless, elsewhere: as perf has it, one unnamed function
+				{named, -1, -1},                         // an ELF symbol
+				{split(1, 0x2000, 0x2030), -1, 4},       // g, split after it was seen whole
+				{whole(1, 0x2000, 0x2004), 4, 4},        // g's first address again
+				{symbolize.Frame{Addr: 0x9000}, -1, -1}, // nowhere
+				{symbolize.Frame{Addr: 0x9000}, 11, 11}, // nowhere, again
+				{symbolize.Frame{Addr: 0x9008}, -1, 11}, // nowhere, elsewhere
+				{split(2, 0x1000, 0x1010), -1, 0},       // f compiled again, split
+				{whole(0, 0x3000, 0x3004), 3, 3},        // f moved, again
+				{whole(1, 0x2000, 0x2030), 9, 4},        // g, whole, at the split one's address: its location, as first seen
+				{whole(2, 0x1000, 0x1008), 5, 0},        // f compiled again, again
+				{split(0, 0x1000, 0x1020), 1, 0},        // the second again
+				{named, 8, 8},                           // the ELF symbol again
+			}
+			ids := make([]uint32, len(frames))
+			for i, f := range frames {
+				ids[i] = a.intern(f.fr)
+				fn := a.locs[ids[i]-1].fn
+				switch {
+				case f.sameAs >= 0 && ids[i] != ids[f.sameAs]:
+					t.Errorf("frame %d: location %d, want frame %d's, %d", i, ids[i], f.sameAs, ids[f.sameAs])
+				case f.sameAs < 0 && ids[i] != uint32(len(a.locs)):
+					t.Errorf("frame %d: location %d, want a new one", i, ids[i])
+				}
+				switch {
+				case f.sameFnAs >= 0 && fn != a.locs[ids[f.sameFnAs]-1].fn:
+					t.Errorf("frame %d: function %d, want frame %d's, %d", i, fn, f.sameFnAs, a.locs[ids[f.sameFnAs]-1].fn)
+				case f.sameFnAs < 0 && fn != uint32(len(a.fns)-1):
+					t.Errorf("frame %d: function %d, want a new one", i, fn)
+				}
+			}
+			for i, f := range frames {
+				want := f.fr
+				if f.sameAs >= 0 {
+					want = frames[f.sameAs].fr
+				}
+				if got := a.frame(ids[i] - 1); got != want {
+					t.Errorf("frame %d: location %d gives back %+v, want %+v", i, ids[i], got, want)
+				}
+			}
+			if got := a.name(a.locs[ids[8]-1].fn); got != "main" {
+				t.Errorf("the ELF symbol is named %q, want main", got)
+			}
+			if got := a.name(a.locs[ids[0]-1].fn); got != "f" {
+				t.Errorf("f is named %q", got)
+			}
+			if a.flags(ids[0])&jitted == 0 || a.flags(ids[8])&jitted != 0 {
+				t.Errorf("flags: f's %b, the ELF symbol's %b", a.flags(ids[0]), a.flags(ids[8]))
+			}
+		})
+	}
+}
