@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 
@@ -21,7 +23,7 @@ func JSON(w io.Writer, p *profile.Profile, o Options) error {
 		Samples: t.count,
 		Total:   t.total,
 		Mode:    "self",
-		Entries: make([]jsonEntry, len(t.entries)),
+		Entries: []jsonEntry{},
 	}
 	if t.children {
 		r.Mode = "children"
@@ -29,8 +31,20 @@ func JSON(w io.Writer, p *profile.Profile, o Options) error {
 	for _, k := range t.keys {
 		r.Sort = append(r.Sort, sortKeyNames[k])
 	}
+	// Entries are encoded one at a time into the object, whose encoding
+	// ends with them, so that a million of them are never all held
+	// encoded, nor as jsonEntry values.
+	head, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(bytes.TrimSuffix(head, []byte("]}")))
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	var je jsonEntry // one for all, which escapes to the encoder
 	for i, e := range t.entries {
-		je := &r.Entries[i]
+		je = jsonEntry{}
 		f := &t.frames[e.frame]
 		if t.by[byComm] || t.by[byPID] {
 			je.Comm = t.comms[e.comm]
@@ -57,9 +71,17 @@ func JSON(w io.Writer, p *profile.Profile, o Options) error {
 				je.Callees = t.jsonNodes(e.root)
 			}
 		}
+		b.Reset()
+		if err := enc.Encode(&je); err != nil {
+			return err
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 	}
-	// The encoder writes once, when the whole object is encoded.
-	return json.NewEncoder(w).Encode(r)
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }
 
 func (t *table) jsonNodes(n int32) []*jsonNode {
