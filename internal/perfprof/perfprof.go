@@ -696,7 +696,7 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
 		a.oddFrames[uint32(len(a.locs))] = fr
 	}
-	a.locs = append(a.locs, location{fn, fr.Addr})
+	a.locs = append(grown(a.locs, 1), location{fn, fr.Addr})
 	id := uint32(len(a.locs))
 	a.locIDs.add(i, id, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
@@ -756,7 +756,7 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		first.Addr = 0
 		a.others = append(a.others, other{frame: first, name: name, inlined: fk.inlined})
 	}
-	a.fns = append(a.fns, f)
+	a.fns = append(grown(a.fns, 1), f)
 	a.fnIDs.add(i, fn+1, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
 	return fn
 }

@@ -28,6 +28,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	}
 	// What only the lookups needed goes before the profile takes room.
 	a.locIDs, a.fnIDs, a.lookups, a.dumpIDs = index{}, index{}, nil, nil
+	a.stackTab.ids, a.stacks.ids = index{}, index{}
 	sampleTypes, defaultType := a.sampleTypes()
 	p := &profile.Profile{
 		SampleType:        sampleTypes,
@@ -44,9 +45,16 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		Stripped: a.stripped(), Last: a.last,
 	}
 	res.PerfMapped, res.Unnamed, res.Waiting = a.unnamed()
+	exe := a.mainExecutable()
+	if last {
+		// Nothing is looked up any more: the regions of the address
+		// spaces (a million at a million functions) go before the
+		// profile takes room.
+		a.space.Forget()
+	}
 
 	a.locations(p)
-	a.putMainFirst(p)
+	putMainFirst(p, exe)
 	var err error
 	if last {
 		err = a.space.Close()
@@ -110,8 +118,8 @@ func (a *aggregator) locations(p *profile.Profile) {
 			if fr.Module.BuildID != nil {
 				m.BuildID = hex.EncodeToString(fr.Module.BuildID)
 			}
-			p.Mapping = append(p.Mapping, m)
-			mappingKeys = append(mappingKeys, key)
+			p.Mapping = append(grown(p.Mapping, 1), m)
+			mappingKeys = append(grown(mappingKeys, 1), key)
 			mappings.add(i, uint32(len(p.Mapping)), func(id uint32) uint64 { return maphash.Comparable(seed, mappingKeys[id-1]) })
 		}
 		if key.start == 0 {
@@ -289,30 +297,9 @@ func (a *aggregator) samplesOf(p *profile.Profile) {
 // sets to the file's name cut to 15 bytes): java's launcher, never
 // sampled, as well as node. An executable never sampled gets a mapping of
 // its own, which no location uses.
-func (a *aggregator) putMainFirst(p *profile.Profile) {
-	perPid := make(map[uint32]int64)
-	for _, e := range a.stacks.entries {
-		k, tot := e.key, e.tot
-		perPid[k.pid] += tot.count
-	}
-	var pid uint32
-	best := int64(-1)
-	for q, n := range perPid {
-		if n > best || (n == best && q < pid) {
-			pid, best = q, n
-		}
-	}
-	if best < 0 {
+func putMainFirst(p *profile.Profile, exe symbolize.Frame) {
+	if exe.Module == nil {
 		return
-	}
-	files := slices.DeleteFunc(a.space.Files(pid, a.last), func(f symbolize.Frame) bool { return isLoader(f.Module.Name) })
-	if len(files) == 0 {
-		return
-	}
-	comm := a.space.Comm(pid, a.last)
-	exe := files[0]
-	if i := slices.IndexFunc(files, func(f symbolize.Frame) bool { return namedLike(f.Module.Name, comm) }); i >= 0 {
-		exe = files[i]
 	}
 	var buildID string
 	if exe.Module.BuildID != nil {
@@ -334,6 +321,35 @@ func (a *aggregator) putMainFirst(p *profile.Profile) {
 	for i, m := range p.Mapping {
 		m.ID = uint64(i + 1)
 	}
+}
+
+// mainExecutable returns the mapping of the program's executable, for
+// putMainFirst; a frame without a Module when there is none.
+func (a *aggregator) mainExecutable() symbolize.Frame {
+	perPid := make(map[uint32]int64)
+	for _, e := range a.stacks.entries {
+		perPid[e.key.pid] += e.tot.count
+	}
+	var pid uint32
+	best := int64(-1)
+	for q, n := range perPid {
+		if n > best || (n == best && q < pid) {
+			pid, best = q, n
+		}
+	}
+	if best < 0 {
+		return symbolize.Frame{}
+	}
+	files := slices.DeleteFunc(a.space.Files(pid, a.last), func(f symbolize.Frame) bool { return isLoader(f.Module.Name) })
+	if len(files) == 0 {
+		return symbolize.Frame{}
+	}
+	comm := a.space.Comm(pid, a.last)
+	exe := files[0]
+	if i := slices.IndexFunc(files, func(f symbolize.Frame) bool { return namedLike(f.Module.Name, comm) }); i >= 0 {
+		exe = files[i]
+	}
+	return exe
 }
 
 // isLoader tells whether file is the dynamic loader (ld-linux-x86-64.so.2,

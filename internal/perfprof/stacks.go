@@ -41,8 +41,8 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 		}
 	}
 	id := uint32(len(t.ends))
-	t.frames = append(t.frames, locs...)
-	t.ends = append(t.ends, len(t.frames))
+	t.frames = append(grown(t.frames, len(locs)), locs...)
+	t.ends = append(grown(t.ends, 1), len(t.frames))
 	t.ids.add(i, id, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
 }
@@ -94,7 +94,7 @@ func (t *sampleTable) at(key stackKey) *total {
 			return &e.tot
 		}
 	}
-	t.entries = append(t.entries, sampleEntry{key: key})
+	t.entries = append(grown(t.entries, 1), sampleEntry{key: key})
 	t.ids.add(i, uint32(len(t.entries)), func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
 	return &t.entries[len(t.entries)-1].tot
 }

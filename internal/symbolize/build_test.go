@@ -670,6 +670,16 @@ func runBuildCase(t *testing.T, tc buildCase) {
 			t.Errorf("UnwindRule at pid %d ip %#x time %d: %q, want %q", q.pid, q.ip, q.time, got, q.want)
 		}
 	}
+	// Once forgotten, the timelines place nothing anywhere.
+	space.Forget()
+	for _, s := range samples {
+		if fr := space.Lookup(s.pid, s.ip, s.time, s.kernel); !s.kernel && (fr.Map != (Frame{}).Map || fr.Symbol.JIT != nil) {
+			t.Errorf("pid %d ip %#x at %d, forgotten: %s in %+v", s.pid, s.ip, s.time, describe(fr), fr.Map)
+		}
+		if files := space.Files(s.pid, s.time); len(files) > 0 {
+			t.Errorf("pid %d at %d, forgotten: files %v", s.pid, s.time, files)
+		}
+	}
 	if len(warns) != len(tc.warns) {
 		t.Fatalf("warnings %q, want ones holding %q", warns, tc.warns)
 	}
@@ -697,6 +707,9 @@ func checkFrame(t *testing.T, fr Frame, time uint64) {
 		t.Errorf("%#x: symbol %s of a %v module has JIT code %v", fr.Addr, sym.Name, fr.Module.Kind, sym.JIT)
 	}
 	if sym.JIT != nil {
+		if fns := fr.Module.Dump.Functions; int(sym.Function) >= len(fns) || fns[sym.Function] != sym.JIT {
+			t.Errorf("%#x: symbol %s is not function %d of its dump", fr.Addr, sym.Name, sym.Function)
+		}
 		if at := sym.LoadAddr(fr.Addr); at < sym.JIT.CodeAddr || at >= sym.JIT.CodeAddr+sym.JIT.CodeSize {
 			t.Errorf("%#x of %s was at %#x when loaded, outside its code", fr.Addr, sym.Name, at)
 		}

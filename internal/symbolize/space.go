@@ -752,5 +752,16 @@ func (s *Space) Close() error {
 	return errors.Join(errs...)
 }
 
+// Forget drops the processes' timelines (their regions, millions when a
+// JIT loads millions of functions), for a caller that has looked up all it
+// will: Lookup then finds no mapping (a perf map's lines but), Files no
+// file. The dumps and symbol tables,
+// which the frames found alias, stay until Close.
+func (s *Space) Forget() {
+	for _, p := range s.procs {
+		p.timeline = timeline{}
+	}
+}
+
 // Dumps returns the modules of the dumps in use.
 func (s *Space) Dumps() []*Module { return s.dumps }
