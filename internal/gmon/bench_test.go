@@ -25,3 +25,25 @@ func BenchmarkWriteGmon(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWriteGmonScale: a JIT's million functions of 100 bytes, each
+// sampled once and called from one place of the interpreter.
+func BenchmarkWriteGmonScale(b *testing.B) {
+	const n = 1_000_000
+	p := &Program{Symbols: make([]Symbol, n+1)}
+	for i := range p.Symbols {
+		p.Symbols[i] = Symbol{Name: "f", Size: 100}
+	}
+	prof := &Profile{Rate: 4000, Samples: make(map[PC]uint64, n), Arcs: make(map[Arc]uint64, n)}
+	for i := 1; i <= n; i++ {
+		prof.Samples[PC{i, uint64(i*7) % 100}]++
+		prof.Arcs[Arc{PC{0, 10}, i}]++
+	}
+	l := p.Layout(prof)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := WriteGmon(io.Discard, binary.LittleEndian, l, prof); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

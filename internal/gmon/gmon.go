@@ -158,32 +158,47 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 	b = o.AppendUint32(b, gmonVersion)
 	b = append(b, make([]byte, 12)...)
 
-	// One histogram per sampled function, bins relative to its start;
-	// _unaccounted_ is the function before all others.
-	type key struct{ start, end uint64 }
-	hists := make(map[key][]uint64)
-	bins := func(start, end uint64) []uint64 {
-		k := key{start, end}
-		if hists[k] == nil {
-			hists[k] = make([]uint64, (end-start)/binBytes)
-		}
-		return hists[k]
+	// One histogram per sampled function, bins relative to its start, in
+	// the order of the layout; _unaccounted_ is the function before all
+	// others. The samples sorted by function fill one function's bins at
+	// a time.
+	type hist struct {
+		start, end uint64
+		pcs        []PC // the function's sampled places
 	}
+	// Slices sized ahead, not collected: grown by appending, a large one
+	// allocates several times its size.
+	pcs := slices.AppendSeq(make([]PC, 0, len(prof.Samples)), maps.Keys(prof.Samples))
+	slices.SortFunc(pcs, func(x, y PC) int { return cmp.Compare(x.Func, y.Func) })
+	hists := make([]hist, 0, len(pcs)+1)
 	if prof.Unaccounted > 0 {
-		bins(l.Unaccounted, l.Unaccounted+binBytes)[0] = prof.Unaccounted
+		hists = append(hists, hist{start: l.Unaccounted, end: l.Unaccounted + binBytes})
 	}
-	for pc, n := range prof.Samples {
-		if pc.Func < 0 || pc.Func >= len(l.Start) {
-			return fmt.Errorf("gmon: sample in function %d of %d", pc.Func, len(l.Start))
+	for i := 0; i < len(pcs); {
+		f := pcs[i].Func
+		if f < 0 || f >= len(l.Start) {
+			return fmt.Errorf("gmon: sample in function %d of %d", f, len(l.Start))
 		}
-		start, end := l.Start[pc.Func], l.End[pc.Func]
-		if pc.Offset >= end-start {
-			return fmt.Errorf("gmon: sample at offset %#x past the %d bytes laid out for function %d", pc.Offset, end-start, pc.Func)
+		start, end := l.Start[f], l.End[f]
+		j := i
+		for ; j < len(pcs) && pcs[j].Func == f; j++ {
+			if pcs[j].Offset >= end-start {
+				return fmt.Errorf("gmon: sample at offset %#x past the %d bytes laid out for function %d", pcs[j].Offset, end-start, f)
+			}
 		}
-		bins(start, end)[pc.Offset/binBytes] += n
+		hists = append(hists, hist{start: start, end: end, pcs: pcs[i:j]})
+		i = j
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(hists), func(x, y key) int { return cmp.Compare(x.start, y.start) }) {
-		h := hists[k]
+	var h []uint64
+	for _, k := range hists {
+		h = slices.Grow(h[:0], int((k.end-k.start)/binBytes))[:(k.end-k.start)/binBytes]
+		clear(h)
+		if k.pcs == nil {
+			h[0] = prof.Unaccounted
+		}
+		for _, pc := range k.pcs {
+			h[pc.Offset/binBytes] += prof.Samples[pc]
+		}
 		for more := true; more; {
 			more = false
 			b = append(b, tagTimeHist)
@@ -210,7 +225,8 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 		}
 	}
 
-	arcs := slices.SortedFunc(maps.Keys(prof.Arcs), func(x, y Arc) int {
+	arcs := slices.AppendSeq(make([]Arc, 0, len(prof.Arcs)), maps.Keys(prof.Arcs))
+	slices.SortFunc(arcs, func(x, y Arc) int {
 		return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
 	})
 	for _, a := range arcs {
@@ -230,6 +246,12 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 			b = o.AppendUint64(b, from)
 			b = o.AppendUint64(b, l.Start[a.Callee])
 			b = o.AppendUint32(b, uint32(part))
+		}
+		if len(b) > 1<<20 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
 		}
 	}
 	_, err := w.Write(b)

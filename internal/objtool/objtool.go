@@ -357,50 +357,50 @@ func (p *placed) frames(addr uint64) []Frame {
 // same range as one symbol with several names, the latest first.
 type jitFile struct {
 	path    string
-	byIndex map[uint64][]*placed // the places of each code_index
 	mach    elf.Machine
-	placed  []*placed // by address, end, then order
+	placed  []placed // by address, end, then order; one array, not a pointer per place
 	maxSize uint64
 }
 
 func newJITFile(path string, d *dumpindex.Dump) *jitFile {
-	jf := &jitFile{path: path, mach: d.Machine(), byIndex: make(map[uint64][]*placed)}
+	jf := &jitFile{path: path, mach: d.Machine(), placed: make([]placed, 0, d.EventCount())}
+	// A function's lines serve each of its places; most functions have
+	// none.
 	lines := make(map[*dumpindex.Code]dumpindex.Lines)
 	for i, ev := range d.Events() {
 		fn := ev.Code
 		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
 			continue // covers nothing, or wraps around
 		}
-		if _, ok := lines[fn]; !ok {
-			lines[fn] = fn.Lines()
+		p := placed{fn: fn, addr: ev.Addr, order: i, mach: jf.mach}
+		if fn.Debug() != nil {
+			l, ok := lines[fn]
+			if !ok {
+				l = fn.Lines()
+				lines[fn] = l
+			}
+			p.lines = l
 		}
-		p := &placed{fn: fn, addr: ev.Addr, order: i, lines: lines[fn], mach: jf.mach}
 		jf.placed = append(jf.placed, p)
-		jf.byIndex[fn.CodeIndex] = append(jf.byIndex[fn.CodeIndex], p)
 		jf.maxSize = max(jf.maxSize, fn.CodeSize)
 	}
-	sort.Slice(jf.placed, func(i, j int) bool {
-		a, b := jf.placed[i], jf.placed[j]
-		if a.addr != b.addr {
-			return a.addr < b.addr
-		}
-		if a.end() != b.end() {
-			return a.end() < b.end()
-		}
-		return a.order < b.order
+	slices.SortFunc(jf.placed, func(a, b placed) int {
+		return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.end(), b.end()), cmp.Compare(a.order, b.order))
 	})
 	return jf
 }
 
-// placedAt returns the function of code_index codeIndex placed at start, or
-// nil.
+// placedAt returns the function of code_index codeIndex placed first at
+// start, or nil.
 func (jf *jitFile) placedAt(codeIndex, start uint64) *placed {
-	for _, p := range jf.byIndex[codeIndex] {
-		if p.addr == start {
-			return p
+	var first *placed
+	i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr >= start })
+	for ; i < len(jf.placed) && jf.placed[i].addr == start; i++ {
+		if p := &jf.placed[i]; p.fn.CodeIndex == codeIndex && (first == nil || p.order < first.order) {
+			first = p
 		}
 	}
-	return nil
+	return first
 }
 
 // at returns the function placed latest over addr, or nil.
@@ -408,7 +408,7 @@ func (jf *jitFile) at(addr uint64) *placed {
 	var best *placed
 	i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr > addr })
 	for i--; i >= 0 && addr-jf.placed[i].addr < jf.maxSize; i-- {
-		if p := jf.placed[i]; addr < p.end() && (best == nil || p.order > best.order) {
+		if p := &jf.placed[i]; addr < p.end() && (best == nil || p.order > best.order) {
 			best = p
 		}
 	}
@@ -421,7 +421,7 @@ func (jf *jitFile) exactly(start, end uint64) *placed {
 	var best *placed
 	i := sort.Search(len(jf.placed), func(i int) bool { return jf.placed[i].addr >= start })
 	for ; i < len(jf.placed) && jf.placed[i].addr == start; i++ {
-		if p := jf.placed[i]; p.end()-1 == end && (best == nil || p.order > best.order) {
+		if p := &jf.placed[i]; p.end()-1 == end && (best == nil || p.order > best.order) {
 			best = p
 		}
 	}
@@ -454,7 +454,7 @@ func (jf *jitFile) Symbols(r *regexp.Regexp, addr uint64) ([]*driver.Sym, error)
 	// Functions placed over the same range are adjacent in jf.placed,
 	// earliest first.
 	for i := 0; i < len(jf.placed); {
-		p := jf.placed[i]
+		p := &jf.placed[i]
 		var names []string
 		match := r == nil
 		for ; i < len(jf.placed) && jf.placed[i].addr == p.addr && jf.placed[i].end() == p.end(); i++ {

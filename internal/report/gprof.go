@@ -48,8 +48,14 @@ type incarnation struct {
 func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
 	tool := objtool.New(files, ps...)
 	defer tool.Close()
-	prog := &gmon.Program{}
-	index := make(map[incarnation]int)
+	// Functions are most of the incarnations: sized for them, the symbols
+	// are not copied over and over as they grow.
+	functions := 0
+	for _, p := range ps {
+		functions += len(p.Function)
+	}
+	prog := &gmon.Program{Symbols: make([]gmon.Symbol, 0, functions)}
+	index := make(map[incarnation]int, functions)
 	symbol := func(f gmon.Symbol, key incarnation) int {
 		i, ok := index[key]
 		if !ok {
@@ -92,6 +98,11 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 		if timed >= 0 {
 			prof.Rate, prof.Dimension = uint32(time.Second/timeTick), "seconds"
 		}
+		// A location's places are looked up once: stacks share their
+		// callers.
+		locations := newNumbering(p.Location, func(l *profile.Location) uint64 { return l.ID })
+		located := make([]span, len(p.Location)+1)
+		places := make([]gmon.PC, 0, len(p.Location))
 		seen := make(map[gmon.Arc]bool)
 		for _, s := range p.Sample {
 			n := uint64(s.Value[0])
@@ -105,10 +116,18 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 			var callee gmon.PC
 			calleeOK := false
 			for i, loc := range s.Location {
-				frames, err := framesOf(loc)
-				if err != nil {
-					return nil, nil, err
+				sp := slot(&located, locations.of(loc))
+				if sp.n == 0 {
+					frames, err := framesOf(loc)
+					if err != nil {
+						return nil, nil, err
+					}
+					// n counts one more than the places, so that 0 is
+					// a location not yet looked up.
+					*sp = span{int32(len(places)), int32(len(frames)) + 1}
+					places = append(places, frames...)
 				}
+				frames := places[sp.start : sp.start+sp.n-1]
 				if i == 0 {
 					if len(frames) == 0 {
 						prof.Unaccounted += n
