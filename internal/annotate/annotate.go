@@ -117,7 +117,6 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 		inlined string // the inlined function's SystemName; "" for own code
 	}
 	byKey := make(map[key]*instance)
-	matches := make(map[*profile.Function]bool)
 	funcs := make(map[*profile.Location]objtool.Func)
 	funcAt := func(loc *profile.Location) (objtool.Func, error) {
 		if f, ok := funcs[loc]; ok {
@@ -173,12 +172,9 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 				if fn == nil {
 					continue
 				}
-				m, ok := matches[fn]
-				if !ok {
-					m = !unknown && named(fn, symbol)
-					matches[fn] = m
-				}
-				if !m {
+				// A few comparisons of strings: cheaper than a map of
+				// the profile's million functions.
+				if unknown || !named(fn, symbol) {
 					continue
 				}
 				f, err := funcAt(loc)

@@ -35,8 +35,8 @@ func Folded(w io.Writer, p *profile.Profile, o Options) error {
 	// Stacks are looked up by their folded text, which merges stacks that
 	// differ only in what folding replaced; a lookup with string(line)
 	// spares an allocation per sample for stacks already seen.
-	index := make(map[string]int)
-	var stacks []stack
+	index := make(map[string]int, len(m.samples))
+	stacks := make([]stack, 0, len(m.samples)) // sized ahead: grown, it would be copied over and over
 	var line []byte
 	for i := range m.samples {
 		s := &m.samples[i]
@@ -54,8 +54,9 @@ func Folded(w io.Writer, p *profile.Profile, o Options) error {
 			stacks[k].value += s.value
 			continue
 		}
-		index[string(line)] = len(stacks)
-		stacks = append(stacks, stack{string(line), s.value})
+		key := string(line) // one copy for the index and the stack
+		index[key] = len(stacks)
+		stacks = append(stacks, stack{key, s.value})
 	}
 	slices.SortFunc(stacks, func(a, b stack) int { return strings.Compare(a.frames, b.frames) })
 

@@ -185,6 +185,13 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 	if b.d.Event == "" {
 		b.d.Event, b.d.Type, b.d.Unit = m.event, m.typ.Type, m.typ.Unit
 	}
+	// Sized ahead: large slices and maps grown by adding allocate several
+	// times their size.
+	n := len(m.frames) + len(m.comms) + 1
+	b.d.Names, b.d.Module, b.kinds = slices.Grow(b.d.Names, n), slices.Grow(b.d.Module, n), slices.Grow(b.kinds, n)
+	if len(b.frames) == 0 {
+		b.frames = make(map[flameFrame]int32, n)
+	}
 	frames := make([]int32, len(m.frames))
 	for i := range m.frames {
 		f := &m.frames[i]
@@ -222,7 +229,7 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		frames []int32 // root first
 		value  int64
 	}
-	var paths []path
+	paths := make([]path, 0, len(m.samples))
 	var count int64
 	all := make([]int32, 0, len(m.samples)) // one array for every path
 	for i := range m.samples {
