@@ -2,6 +2,7 @@ package perfprof_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex/synth"
@@ -67,11 +68,17 @@ func BenchmarkScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			var res *perfprof.Result
 			for b.Loop() {
-				if _, err := perfprof.Run(perfprof.Options{Input: p.Data}); err != nil {
+				if res, err = perfprof.Run(perfprof.Options{Input: p.Data}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// What the profile keeps alive when it is handed on.
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(ms.HeapAlloc)/float64(len(res.Profile.Location)), "live-B/location")
 		})
 	}
 }

@@ -68,6 +68,7 @@ type Module struct {
 	BuildID []byte           // as the recording gives it; nil when it does not
 	Dump    *jitsources.Dump // for JIT
 
+	id      uint32 // in Space.byID, for the modules a timeline places
 	load    sync.Once
 	table   *elfsym.Table   // nil when there is none, or it could not be used
 	perfMap timeline        // for PerfMap: its entries, placed at their times
@@ -148,7 +149,9 @@ type Space struct {
 	anon   *Module
 	opts   Options
 	dumps  []*Module
-	jit    *jitsources.Recording
+	// byID are the modules the processes' timelines place.
+	byID []*Module
+	jit  *jitsources.Recording
 	// tables are the symbol tables loaded, for Close.
 	tables   []*elfsym.Table
 	tablesMu sync.Mutex
@@ -223,6 +226,8 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 		anon:   &Module{Name: "//anon", Kind: Anon},
 		opts:   opts,
 	}}
+	b.add(b.vdso)
+	b.add(b.anon)
 	b.sameKernel = recordedOnThisKernel(r)
 	buildIDs, err := r.BuildIDs()
 	if err != nil {
@@ -308,10 +313,11 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 			key.name = strings.Clone(mi.Filename) // outlives the recording's mapping
 			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID)}
 			b.modules[key] = m
+			b.add(m)
 		}
 	}
 	b.events = append(b.events, event{time: mi.Trailer.Time, order: offset, pid: mi.Pid, kind: evMap,
-		r: region{start: mi.Addr, end: mi.Addr + mi.Len, pgoff: mi.Pgoff, module: m}})
+		r: region{start: mi.Addr, end: mi.Addr + mi.Len, pgoff: mi.Pgoff, module: m.id}})
 }
 
 // applyAll applies the recording's events, sorted, and the loads and moves
@@ -334,6 +340,7 @@ func (b *builder) applyAll() {
 	}
 	for _, d := range b.jit.Dumps {
 		mod := &Module{Name: d.Path, Kind: JIT, Dump: d}
+		b.add(mod)
 		b.dumps = append(b.dumps, mod)
 		room[d.Pid] += d.EventCount()
 		if src := newDumpSource(d, mod, len(sources)); src != nil {
@@ -435,7 +442,7 @@ func (src *eventSource) advance() bool {
 			continue // nothing can be sampled in it
 		}
 		src.head = event{time: src.dump.PerfTime(e.Time), pid: src.dump.Pid, kind: evLoad,
-			r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: src.mod, index: uint32(e.Function)}}
+			r: region{start: e.Addr, end: e.Addr + e.Code.CodeSize, module: src.mod.id, index: uint32(e.Function)}}
 		if e.Move {
 			src.head.kind = evMove
 		}
@@ -462,6 +469,12 @@ func (h *eventHeap) Pop() any {
 	return x
 }
 
+// add gives m its id among the modules the timelines place.
+func (s *Space) add(m *Module) {
+	m.id = uint32(len(s.byID))
+	s.byID = append(s.byID, m)
+}
+
 func (s *Space) proc(pid uint32) *process {
 	p := s.procs[pid]
 	if p == nil {
@@ -478,7 +491,7 @@ func (b *builder) apply(ev event) {
 	r.from, r.until = ev.time, forever
 	switch ev.kind {
 	case evMap:
-		if r.module.Kind == Anon && b.jit.Hides(ev.pid, ev.time, r.module.Name) {
+		if m := b.byID[r.module]; m.Kind == Anon && b.jit.Hides(ev.pid, ev.time, m.Name) {
 			return
 		}
 		p.place(r)
@@ -532,32 +545,34 @@ func (s *Space) Lookup(pid uint32, addr, t uint64, kernel bool) Frame {
 	if r != nil {
 		f.From, f.Until = r.from, r.until
 	}
-	if r == nil || r.module.Kind == Anon {
-		if m := s.perfMap(p, t); m != nil {
-			e := m.perfMap.find(addr, t)
+	var m *Module
+	if r != nil {
+		m = s.byID[r.module]
+	}
+	if r == nil || m.Kind == Anon {
+		if pm := s.perfMap(p, t); pm != nil {
+			e := pm.perfMap.find(addr, t)
 			if e != nil {
-				entry := &m.entries[e.index]
-				f.Module, f.Symbol = m, Symbol{Name: entry.Name, Start: entry.Start, End: entry.Start + entry.Size}
+				entry := &pm.entries[e.index]
+				f.Module, f.Symbol = pm, Symbol{Name: entry.Name, Start: entry.Start, End: entry.Start + entry.Size}
 				f.From, f.Until = max(f.From, e.from), min(f.Until, e.until)
 				return f
 			}
-			from, until := m.perfMap.gap(addr, t)
+			from, until := pm.perfMap.gap(addr, t)
 			f.From, f.Until = max(f.From, from), min(f.Until, until)
 		}
-		if r != nil {
-			f.Module = r.module
-		}
+		f.Module = m
 		return f
 	}
-	f.Module = r.module
+	f.Module = m
 	f.Map.Start, f.Map.End, f.Map.Pgoff = r.start, r.end, r.pgoff
-	if r.module.Kind == JIT {
+	if m.Kind == JIT {
 		base := r.start - r.pgoff
-		fn := r.module.Dump.Functions[r.index]
+		fn := m.Dump.Functions[r.index]
 		f.Symbol = Symbol{Name: fn.Name, Start: base, End: base + fn.CodeSize, JIT: fn, Function: r.index}
 		return f
 	}
-	s.resolve(&f, r.module, addr-r.start+r.pgoff)
+	s.resolve(&f, m, addr-r.start+r.pgoff)
 	return f
 }
 
@@ -688,7 +703,7 @@ func (s *Space) readPerfMap(path, times foreign.Path) *Module {
 		if e.Size == 0 || e.Start+e.Size < e.Start {
 			continue // names no address
 		}
-		m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, module: m, index: uint32(i)})
+		m.perfMap.place(region{start: e.Start, end: e.Start + e.Size, from: pm.Times[i], until: forever, index: uint32(i)})
 	}
 	m.perfMap.index()
 	return m
@@ -721,14 +736,14 @@ func (s *Space) Files(pid uint32, t uint64) []Frame {
 	}
 	var files []region
 	for _, r := range p.regions {
-		if r.module.Kind == ELF && r.from <= t && t < r.until {
+		if s.byID[r.module].Kind == ELF && r.from <= t && t < r.until {
 			files = append(files, r)
 		}
 	}
 	slices.SortFunc(files, func(x, y region) int { return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.start, y.start)) })
 	frames := make([]Frame, len(files))
 	for i, r := range files {
-		frames[i] = Frame{Addr: r.start, Module: r.module, From: r.from, Until: r.until}
+		frames[i] = Frame{Addr: r.start, Module: s.byID[r.module], From: r.from, Until: r.until}
 		frames[i].Map.Start, frames[i].Map.End, frames[i].Map.Pgoff = r.start, r.end, r.pgoff
 	}
 	return frames

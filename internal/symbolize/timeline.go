@@ -20,12 +20,13 @@ type region struct {
 	from, until uint64
 	// pgoff is the offset of start in what the region holds: the file
 	// offset of a mapped file, or the offset in a jitted function's code.
-	pgoff  uint64
-	module *Module
-	// index is, for a JIT region, the function's place in its dump's
-	// Functions, for a perf map's, its entry's in the map: a number, not
-	// pointers, for these are a process's millions of regions.
-	index uint32
+	pgoff uint64
+	// module is what the region holds, by its place in Space.byID
+	// (unused in a perf map's timeline: the map's own), and index, for a
+	// JIT region, the function's place in its dump's Functions, for a perf
+	// map's, its entry's in the map: numbers, not pointers, for these are
+	// a process's millions of regions, which the GC then need not scan.
+	module, index uint32
 }
 
 // timeline is every region a process had during the recording.

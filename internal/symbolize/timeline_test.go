@@ -3,12 +3,30 @@ package symbolize
 import (
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
 )
 
-// named makes a region whose module's name tells it apart in tests.
+// testNames name the regions named makes, by their module ids.
+var (
+	testNames   []string
+	testNamesMu sync.Mutex
+)
+
+// named makes a region whose module's id, nameOf's name, tells it apart in
+// tests.
 func named(name string, start, end, from uint64) region {
-	return region{start: start, end: end, from: from, until: forever, module: &Module{Name: name}}
+	testNamesMu.Lock()
+	defer testNamesMu.Unlock()
+	testNames = append(testNames, name)
+	return region{start: start, end: end, from: from, until: forever, module: uint32(len(testNames) - 1)}
+}
+
+// nameOf returns the name of a region named made.
+func nameOf(r *region) string {
+	testNamesMu.Lock()
+	defer testNamesMu.Unlock()
+	return testNames[r.module]
 }
 
 func TestTimeline(t *testing.T) {
@@ -63,21 +81,21 @@ func TestTimeline(t *testing.T) {
 			for _, r := range tc.place {
 				for at, name := range tc.retire {
 					if at <= r.from {
-						tl.retire(at, func(o *region) bool { return o.module.Name == name })
+						tl.retire(at, func(o *region) bool { return nameOf(o) == name })
 						delete(tc.retire, at)
 					}
 				}
 				tl.place(r)
 			}
 			for at, name := range tc.retire {
-				tl.retire(at, func(o *region) bool { return o.module.Name == name })
+				tl.retire(at, func(o *region) bool { return nameOf(o) == name })
 			}
 			tl.index()
 			for _, q := range tc.queries {
 				r := tl.find(q.addr, q.time)
 				got := ""
 				if r != nil {
-					got = r.module.Name
+					got = nameOf(r)
 				}
 				if got != q.want || (r != nil && q.addr-r.start+r.pgoff != q.offset) {
 					t.Errorf("find(%#x, %d) = %q (%+v), want %q at offset %#x", q.addr, q.time, got, r, q.want, q.offset)
@@ -95,8 +113,7 @@ func TestTimelineAgainstReplay(t *testing.T) {
 	var placed []region
 	for i := range 2000 {
 		start := uint64(rng.IntN(1 << 16))
-		r := named("", start, start+1+uint64(rng.IntN(1<<10)), uint64(i))
-		r.module.Name = string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+		r := named(strconv.Itoa(i), start, start+1+uint64(rng.IntN(1<<10)), uint64(i))
 		placed = append(placed, r)
 		tl.place(r)
 	}
@@ -149,11 +166,10 @@ func BenchmarkPlace(b *testing.B) {
 			for i, k := range rng.Perm(n) {
 				starts[i] = uint64(k) * 0x200
 			}
-			m := &Module{Name: "f"}
 			for b.Loop() {
 				var tl timeline
 				for i, start := range starts {
-					tl.place(region{start: start, end: start + 0x100, from: uint64(i), until: forever, module: m})
+					tl.place(region{start: start, end: start + 0x100, from: uint64(i), until: forever})
 				}
 				tl.index()
 			}
