@@ -59,16 +59,27 @@ type Result struct {
 	ImageBytes int64 // their size
 }
 
-// dumpImages is a dump and the images its functions went to.
+// dumpImages is a dump and the images its functions went to: for each
+// function (by its place in the dump's Functions) an image and where its
+// code is in it. A packed dump's functions share one image, whose layout's
+// offsets are theirs: 8 bytes a function, not twice that.
 type dumpImages struct {
 	dump   *jitsources.Dump
-	images []placed // by place in the dump's Functions; img nil for none
+	packed bool
+	images []*image // one each; one for all when packed; nil for none
+	pgoffs []uint64 // nil until written
 }
 
-// placed says where a function's code is in which image.
-type placed struct {
-	img   *image
-	pgoff uint64
+// place returns the image of function k and its code's offset in it; a
+// nil image when it has none.
+func (d *dumpImages) place(k int) (*image, uint64) {
+	switch {
+	case d.pgoffs == nil:
+		return nil, 0
+	case d.packed:
+		return d.images[0], d.pgoffs[k]
+	}
+	return d.images[k], d.pgoffs[k]
 }
 
 type image struct {
@@ -129,7 +140,7 @@ func Run(opts Options) (Result, error) {
 		markers[m.Offset] = marked{Marker: m} // a dump not used: no images
 	}
 	for i, d := range jit.Dumps {
-		dumps[i] = &dumpImages{dump: d, images: make([]placed, len(d.Functions))}
+		dumps[i] = &dumpImages{dump: d, packed: opts.Pack}
 		for _, m := range d.Markers {
 			markers[m.Offset] = marked{m, dumps[i]}
 		}
@@ -182,6 +193,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 			jobs = append(jobs, job{d, 0, fns, filepath.Join(dir, fmt.Sprintf("jitprof-%d.so", pid)), op})
 			continue
 		}
+		d.images, d.pgoffs = make([]*image, len(fns)), make([]uint64, len(fns))
 		for k, fn := range fns {
 			jobs = append(jobs, job{d, k, fns[k : k+1], filepath.Join(dir, fmt.Sprintf("jitted-%d-%d.so", pid, fn.CodeIndex)), op})
 		}
@@ -216,8 +228,10 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 					mu.Unlock()
 					return
 				}
-				for k := range j.fns {
-					j.d.images[j.first+k] = placed{img, offsets[k]}
+				if j.d.packed {
+					j.d.images, j.d.pgoffs = []*image{img}, offsets
+				} else {
+					j.d.images[j.first], j.d.pgoffs[j.first] = img, offsets[0]
 				}
 				res.Images++
 				res.ImageBytes += int64(len(data))
@@ -269,10 +283,10 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Cod
 func (d *dumpImages) imageSet() []*image {
 	seen := make(map[*image]bool)
 	var out []*image
-	for _, p := range d.images {
-		if p.img != nil && !seen[p.img] {
-			seen[p.img] = true
-			out = append(out, p.img)
+	for k := range d.dump.Functions {
+		if img, _ := d.place(k); img != nil && !seen[img] {
+			seen[img] = true
+			out = append(out, img)
 		}
 	}
 	return out
@@ -339,8 +353,8 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 	d := m.dump
 	rec := new(perfdata.Mmap2) // encoded at once: one for all, not one per event
 	for _, ev := range d.dump.Events() {
-		p := d.images[ev.Function]
-		if p.img == nil || ev.Code.CodeSize == 0 {
+		img, pgoff := d.place(ev.Function)
+		if img == nil || ev.Code.CodeSize == 0 {
 			continue // nothing can be sampled in an empty function
 		}
 		tr := trailer
@@ -351,10 +365,10 @@ func (e *emitter) emit(m marked, markerRec perfdata.Record) error {
 		*rec = perfdata.Mmap2{
 			RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Misc: perfdata.MiscUser, Attr: attr},
 			Pid:          tr.Pid, Tid: tr.Tid,
-			Addr: ev.Addr, Len: ev.Code.CodeSize, Pgoff: p.pgoff,
-			Maj: p.img.maj, Min: p.img.min, Ino: p.img.ino, InoGeneration: 1,
+			Addr: ev.Addr, Len: ev.Code.CodeSize, Pgoff: pgoff,
+			Maj: img.maj, Min: img.min, Ino: img.ino, InoGeneration: 1,
 			Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_SHARED,
-			Filename: p.img.path, Trailer: tr,
+			Filename: img.path, Trailer: tr,
 		}
 		if err := e.out.WriteRecord(rec); err != nil {
 			return err
