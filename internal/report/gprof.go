@@ -23,11 +23,13 @@ import (
 // one address in turn keep apart. Modules go by name: each result (stage)
 // has modules of its own.
 type incarnation struct {
-	module    string
 	name      string
 	start     uint64
 	codeIndex uint64
-	inlined   string // a method inlined into it: a symbol of its own
+	// place numbers the module and the method inlined into it (a symbol
+	// of its own; "" for none), of which there are few: a smaller key
+	// for a map of a million incarnations.
+	place int32
 }
 
 // gprofProgram builds one gmon.Program over the functions of all profiles
@@ -55,15 +57,16 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 		functions += len(p.Function)
 	}
 	prog := &gmon.Program{Symbols: make([]gmon.Symbol, 0, functions)}
-	index := make(map[incarnation]int, functions)
+	index := make(map[incarnation]int32, functions)
+	places := make(map[[2]string]int32)
 	symbol := func(f gmon.Symbol, key incarnation) int {
 		i, ok := index[key]
 		if !ok {
-			i = len(prog.Symbols)
+			i = int32(len(prog.Symbols))
 			index[key] = i
 			prog.Symbols = append(prog.Symbols, f)
 		}
-		return i
+		return int(i)
 	}
 	// framesOf returns the places of loc, innermost first: the methods
 	// inlined there, each a symbol of its own in the function's
@@ -81,10 +84,11 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 		off := loc.Address - fn.Start
 		for i, l := range loc.Line {
 			f := gmon.Symbol{Name: contract.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
-			key := incarnation{module: f.Module, name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex}
+			place := [2]string{f.Module, ""}
 			if i < len(loc.Line)-1 {
-				key.inlined = l.Function.Name
+				place[1] = l.Function.Name
 			}
+			key := incarnation{name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex, place: intern(places, place)}
 			pcs = append(pcs, gmon.PC{Func: symbol(f, key), Offset: off})
 		}
 		return pcs, nil
