@@ -45,8 +45,8 @@ func Folded(w io.Writer, p *profile.Profile, o Options) error {
 			line = append(line, comms[s.comm]...)
 			line = append(line, ';')
 		}
-		for j := len(s.stack) - 1; j >= 0; j-- {
-			line = append(line, names[s.stack[j]]...)
+		for _, f := range slices.Backward(m.stack(s)) {
+			line = append(line, names[f]...)
 			line = append(line, ';')
 		}
 		line = line[:len(line)-1]

@@ -242,7 +242,7 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		if commRoot {
 			all = append(all, comms[s.comm])
 		}
-		for _, f := range slices.Backward(s.stack) {
+		for _, f := range slices.Backward(m.stack(s)) {
 			all = append(all, frames[f])
 		}
 		paths = append(paths, path{all[start:len(all):len(all)], s.value})

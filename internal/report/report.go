@@ -266,8 +266,9 @@ func (f *frame) resolved() bool { return f.name != unknown }
 
 // A sample is a profile sample reduced to what reports use.
 type sample struct {
-	stack []int32 // frames, leaf first; never empty
-	comm  int32   // index in model.comms
+	start int   // of its stack in model.stacks
+	depth int32 // of its stack; never 0
+	comm  int32 // index in model.comms
 	pid   int64
 	count int64 // value 0: the number of samples merged into this one
 	value int64 // the value selected by Options.Value
@@ -280,12 +281,19 @@ type model struct {
 	typ     *profile.ValueType
 	period  bool // whether the profile has an event period (value 1)
 	frames  []frame
+	stacks  []int32  // the samples' stacks, each frames leaf first, one after the other
 	modules []string // base names of the mappings' files, or unknown
 	comms   []string
 	samples []sample
 	count   int64 // number of samples
 	total   int64 // sum of the selected value
 	periods int64 // sum of the periods
+}
+
+// stack returns the frames of s, leaf first.
+func (m *model) stack(s *sample) []int32 {
+	end := s.start + int(s.depth)
+	return m.stacks[s.start:end:end]
 }
 
 // module returns the module of frame f.
@@ -347,7 +355,8 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 			comm = v[0]
 		}
 		m.samples = append(m.samples, sample{
-			stack: stacks[start:len(stacks):len(stacks)],
+			start: start,
+			depth: int32(len(stacks) - start),
 			comm:  b.comm(comm),
 			pid:   pid,
 			count: s.Value[0],
@@ -359,6 +368,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 			m.periods += s.Value[1]
 		}
 	}
+	m.stacks = stacks
 	return m, nil
 }
 

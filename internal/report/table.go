@@ -101,13 +101,14 @@ func aggregate(p *profile.Profile, o Options) (*table, error) {
 
 	for i := range m.samples {
 		s := &m.samples[i]
-		e := t.entry(i, s.stack[0])
+		stack := m.stack(s)
+		e := t.entry(i, stack[0])
 		e.samples += s.count
 		e.self += s.value
 		if !o.Children {
 			continue
 		}
-		for _, f := range s.stack {
+		for _, f := range stack {
 			if e := t.entry(i, f); e.seen != int32(i+1) {
 				e.seen = int32(i + 1)
 				e.children += s.value
@@ -264,14 +265,14 @@ func (t *table) callGraphs() {
 	}
 	refs := make([][]ref, len(t.entries)) // by listed entry, its samples
 	for i := range t.samples {
-		s := &t.samples[i]
+		stack := t.stack(&t.samples[i])
 		if !t.children {
 			// A stack walked from its leaf out, or from its root in.
 			pos := 0
 			if !t.outward {
-				pos = len(s.stack) - 1
+				pos = len(stack) - 1
 			}
-			if e := t.entry(i, s.stack[0]); e.listed > 0 {
+			if e := t.entry(i, stack[0]); e.listed > 0 {
 				refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(pos)})
 			}
 			continue
@@ -280,12 +281,12 @@ func (t *table) callGraphs() {
 		// outermost, whose callees include those of any recursive call;
 		// going leaf first, its innermost, whose callers include the
 		// recursion's.
-		for k := range s.stack {
+		for k := range stack {
 			j := k
 			if !t.outward {
-				j = len(s.stack) - 1 - k
+				j = len(stack) - 1 - k
 			}
-			if e := t.entry(i, s.stack[j]); e.seen != int32(i+1) {
+			if e := t.entry(i, stack[j]); e.seen != int32(i+1) {
 				e.seen = int32(i + 1)
 				if e.listed > 0 {
 					refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(j)})
@@ -399,7 +400,7 @@ func (b *treeBuilder) expand(n int32, refs []ref) {
 
 // next returns the frame that r comes to next, unless its stack ends.
 func (b *treeBuilder) next(r ref) (int32, bool) {
-	stack := b.t.samples[r.sample].stack
+	stack := b.t.stack(&b.t.samples[r.sample])
 	if r.pos < 0 || int(r.pos) >= len(stack) {
 		return 0, false
 	}

@@ -110,7 +110,8 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 		if on >= 0 {
 			w[onCPU] = s.Value[on]
 		}
-		if m.frames[smp.stack[0]].name == contract.PreemptedFrame {
+		stack := m.stack(smp)
+		if m.frames[stack[0]].name == contract.PreemptedFrame {
 			w[runnable] = s.Value[off]
 		} else {
 			w[blocked] = s.Value[off]
@@ -134,7 +135,7 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 		th.total += all
 
 		key = key[:0]
-		for _, f := range smp.stack {
+		for _, f := range stack {
 			key = strconv.AppendInt(key, int64(frames[f]), 10)
 			key = append(key, ';')
 		}
@@ -142,8 +143,8 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 		if !ok {
 			si = int32(len(stacks))
 			stackIDs[string(key)] = si
-			root := make([]int32, 0, len(smp.stack))
-			for _, f := range slices.Backward(smp.stack) {
+			root := make([]int32, 0, len(stack))
+			for _, f := range slices.Backward(stack) {
 				root = append(root, frames[f])
 			}
 			stacks = append(stacks, root)
