@@ -105,7 +105,7 @@ func writeOne(w io.Writer, f Format, p *profile.Profile, o Options) error {
 	case FormatHTML:
 		return HTML(w, p, o)
 	case FormatPProf:
-		return p.Write(w)
+		return writePProf(w, p)
 	}
 	return fmt.Errorf("report: %s is not a stream format", f)
 }
