@@ -2,12 +2,14 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	_ "embed"
 	"encoding/json"
 	"html"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -41,34 +43,129 @@ func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) er
 	if err := CheckOptions(o); err != nil {
 		return err
 	}
-	b := newFlameBuilder()
-	for i, p := range ps {
-		m, err := newModel(p, o.Value)
-		if err != nil {
-			return err
-		}
-		frames := b.add(names[i], m, o.CommRoot)
-		if b.d.Stages[i].Timeline, err = b.timeline(p, m, frames); err != nil {
-			return err
-		}
-	}
-	data, err := json.Marshal(b.d) // escapes <, > and &: safe inside a script element
+	d, err := flameData(names, ps, o)
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriter(w)
-	timeline := slices.ContainsFunc(b.d.Stages, func(s htmlStage) bool { return s.Timeline != nil })
-	err = flameTemplate.Execute(bw, struct {
+	// The page is made around a marker where the data go, and the data
+	// written there as they are encoded: a page of deep stacks holds
+	// tens of megabytes of them.
+	var page bytes.Buffer
+	timeline := slices.ContainsFunc(d.Stages, func(s htmlStage) bool { return s.Timeline != nil })
+	err = flameTemplate.Execute(&page, struct {
 		Title          string
 		Data           string
 		Script         string
 		Timeline       bool
 		TimelineScript string
-	}{html.EscapeString(b.d.title()), string(data), flameJS, timeline, timelineJS})
+	}{html.EscapeString(d.title()), dataMarker, flameJS, timeline, timelineJS})
 	if err != nil {
 		return err
 	}
+	// The last marker: the title before it is the recording's.
+	at := bytes.LastIndex(page.Bytes(), []byte(dataMarker))
+	bw := bufio.NewWriter(w)
+	bw.Write(page.Bytes()[:at])
+	if err := d.write(bw); err != nil {
+		return err
+	}
+	bw.Write(page.Bytes()[at+len(dataMarker):])
 	return bw.Flush()
+}
+
+// flameData makes the page's data of the profiles of stages, named.
+func flameData(names []string, ps []*profile.Profile, o Options) (*htmlData, error) {
+	b := newFlameBuilder()
+	for i, p := range ps {
+		m, err := newModel(p, o.Value)
+		if err != nil {
+			return nil, err
+		}
+		frames := b.add(names[i], m, o.CommRoot)
+		if b.d.Stages[i].Timeline, err = b.timeline(p, m, frames); err != nil {
+			return nil, err
+		}
+	}
+	return &b.d, nil
+}
+
+const dataMarker = "\x00jitprof data\x00"
+
+// write writes d as json.Marshal encodes it, which escapes <, > and &:
+// safe inside a script element. Its large lists are written a number or a
+// name at a time.
+func (d *htmlData) write(w *bufio.Writer) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	var err error
+	value := func(v any) {
+		buf.Reset()
+		if err == nil {
+			err = enc.Encode(v)
+		}
+		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	}
+	var num []byte
+	list := func(n int, item func(i int)) {
+		w.WriteByte('[')
+		for i := range n {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			item(i)
+		}
+		w.WriteByte(']')
+	}
+	strs := func(s []string) {
+		if s == nil {
+			w.WriteString("null")
+			return
+		}
+		list(len(s), func(i int) { value(s[i]) })
+	}
+	ints := func(n int, at func(i int) int64, null bool) {
+		if null {
+			w.WriteString("null")
+			return
+		}
+		list(n, func(i int) { num = strconv.AppendInt(num[:0], at(i), 10); w.Write(num) })
+	}
+	w.WriteString(`{"event":`)
+	value(d.Event)
+	w.WriteString(`,"type":`)
+	value(d.Type)
+	w.WriteString(`,"unit":`)
+	value(d.Unit)
+	w.WriteString(`,"names":`)
+	strs(d.Names)
+	w.WriteString(`,"module":`)
+	ints(len(d.Module), func(i int) int64 { return int64(d.Module[i]) }, d.Module == nil)
+	w.WriteString(`,"kind":`)
+	value(d.Kind)
+	w.WriteString(`,"modules":`)
+	strs(d.Modules)
+	w.WriteString(`,"stages":`)
+	if d.Stages == nil {
+		w.WriteString("null")
+	} else {
+		list(len(d.Stages), func(i int) {
+			st := &d.Stages[i]
+			w.WriteString(`{"name":`)
+			value(st.Name)
+			w.WriteString(`,"samples":`)
+			num = strconv.AppendInt(num[:0], st.Samples, 10)
+			w.Write(num)
+			w.WriteString(`,"nodes":`)
+			ints(len(st.Nodes), func(i int) int64 { return st.Nodes[i] }, st.Nodes == nil)
+			if st.Timeline != nil {
+				w.WriteString(`,"timeline":`)
+				value(st.Timeline)
+			}
+			w.WriteByte('}')
+		})
+	}
+	w.WriteByte('}')
+	return err
 }
 
 // htmlData is the page's profile: a table of frames and a tree of nodes
@@ -168,13 +265,6 @@ func (b *flameBuilder) merge(a, f int32) int32 {
 	return m
 }
 
-// A flameNode is a node of the tree being built.
-type flameNode struct {
-	frame int32
-	kids  int32
-	value int64
-}
-
 // add adds the tree of m's stacks as a stage, and returns the page's
 // frame of each of m's frames.
 //
@@ -256,38 +346,50 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		return cmp.Compare(len(x.frames), len(y.frames))
 	})
 
-	nodes := []flameNode{{frame: b.frame("all", "", 'r')}}
-	open := []int32{0} // the nodes of the previous path, the root first
+	// Nodes are made in place in the page's array, three numbers each,
+	// counted first: what paths do not share with the one before.
+	nodes := 1
 	var prev []int32
 	for _, p := range paths {
-		shared := 0
-		for shared < min(len(p.frames), len(prev)) && rank[p.frames[shared]] == rank[prev[shared]] {
-			shared++
-		}
+		nodes += len(p.frames) - sharedPrefix(p.frames, prev, rank)
+		prev = p.frames
+	}
+	flat := make([]int64, 3, 3*nodes)
+	flat[0] = int64(b.frame("all", "", 'r'))
+	open := []int32{0} // the nodes of the previous path, the root first
+	prev = nil
+	for _, p := range paths {
+		shared := sharedPrefix(p.frames, prev, rank)
 		open = open[:1+shared]
 		for i, f := range p.frames {
 			if i < shared {
-				if n := &nodes[open[i+1]]; n.frame != f {
-					n.frame = b.merge(n.frame, f)
+				if n := 3 * open[i+1]; int32(flat[n]) != f {
+					flat[n] = int64(b.merge(int32(flat[n]), f))
 				}
 				continue
 			}
-			nodes[open[len(open)-1]].kids++
-			open = append(open, int32(len(nodes)))
-			nodes = append(nodes, flameNode{frame: f})
+			flat[3*open[len(open)-1]+2]++ // a child more
+			open = append(open, int32(len(flat)/3))
+			flat = append(flat, int64(f), 0, 0)
 		}
 		for _, n := range open {
-			nodes[n].value += p.value
+			flat[3*n+1] += p.value
 		}
 		prev = p.frames
-	}
-	flat := make([]int64, 0, 3*len(nodes))
-	for _, n := range nodes {
-		flat = append(flat, int64(n.frame), n.value, int64(n.kids))
 	}
 	b.d.Stages = append(b.d.Stages, htmlStage{Name: stage, Samples: count, Nodes: flat})
 	b.d.Kind = string(b.kinds)
 	return frames
+}
+
+// sharedPrefix returns how many frames from the root path shares with prev,
+// frames that rank the same.
+func sharedPrefix(path, prev, rank []int32) int {
+	n := 0
+	for n < min(len(path), len(prev)) && rank[path[n]] == rank[prev[n]] {
+		n++
+	}
+	return n
 }
 
 //go:embed flame.html.tmpl

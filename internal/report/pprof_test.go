@@ -1,8 +1,11 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
+	"strconv"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -82,4 +85,40 @@ func BenchmarkScalePProf(b *testing.B) {
 
 func BenchmarkScalePProfWrite(b *testing.B) {
 	benchmarkScale(b, func(p *profile.Profile) error { return p.Write(io.Discard) })
+}
+
+// TestHTMLDataLikeMarshal: the page's data are written as json.Marshal
+// encodes them.
+func TestHTMLDataLikeMarshal(t *testing.T) {
+	var all []*htmlData
+	for _, ps := range [][]*profile.Profile{
+		{processes()}, {recursion()}, {empty()}, {timelineProfile(3)}, {benchProfile(200, 50)},
+		{processes(), timelineProfile(0)},
+	} {
+		names := make([]string, len(ps))
+		for i := range names {
+			names[i] = "stage<" + strconv.Itoa(i) + ">&\u2028"
+		}
+		d, err := flameData(names, ps, Options{CommRoot: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, d)
+	}
+	all = append(all, &htmlData{}, &htmlData{Event: "</script>", Stages: []htmlStage{{}}})
+	for i, d := range all {
+		want, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		w := bufio.NewWriter(&got)
+		if err := d.write(w); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("data %d:\n%.300s\nwant\n%.300s", i, got.Bytes(), want)
+		}
+	}
 }
