@@ -168,12 +168,12 @@ func (a *aggregator) locations(p *profile.Profile) {
 		}
 		return fn
 	}
-	locationSlab := make([]profile.Location, len(a.locs))
+	locationSlab := newSlab[profile.Location](len(a.locs))
 	lineSlab := newSlab[profile.Line](len(a.locs))
 	p.Location = make([]*profile.Location, len(a.locs))
 	for i := range a.locs {
 		fr := a.frame(uint32(i))
-		loc := &locationSlab[i]
+		loc := locationSlab.next()
 		*loc = profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
 		p.Location[i] = loc
 		if fr.Symbol.Name == "" {
@@ -257,9 +257,9 @@ func (a *aggregator) samplesOf(p *profile.Profile) {
 		num map[string][]int64
 	}
 	labelsOf := make(map[[4]uint32]labels)
-	samples := make([]profile.Sample, len(all))
-	values := make([]int64, 0, len(all)*len(p.SampleType))
-	locations := make([]*profile.Location, frames)
+	samples := newSlab[profile.Sample](len(all))
+	values := newSlab[int64](len(all) * len(p.SampleType))
+	locations := newSlab[*profile.Location](frames)
 	p.Sample = make([]*profile.Sample, len(all))
 	for i, d := range all {
 		k := d.key
@@ -273,11 +273,8 @@ func (a *aggregator) samplesOf(p *profile.Profile) {
 			labelsOf[th] = l
 		}
 		stack := a.stackTab.stack(k.stack)
-		start := len(values)
-		values = a.values(values, d.tot)
-		s := &samples[i]
-		*s = profile.Sample{Value: values[start:len(values):len(values)], Label: l.str, NumLabel: l.num, Location: locations[:len(stack):len(stack)]}
-		locations = locations[len(stack):]
+		s := samples.next()
+		*s = profile.Sample{Value: a.values(values.take(len(p.SampleType))[:0], d.tot), Label: l.str, NumLabel: l.num, Location: locations.take(len(stack))}
 		for j, loc := range stack {
 			s.Location[j] = p.Location[loc-1]
 		}

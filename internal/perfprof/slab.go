@@ -17,20 +17,25 @@ func grown[T any](s []T, n int) []T {
 	return slices.Grow(s, max(n, len(s), 256))
 }
 
-// A slab hands out a profile's objects from large arrays rather than one
+// A slab hands out a profile's objects from arrays of many rather than one
 // allocation each: a profile of a million functions holds millions of
 // Locations, Lines and Functions, whose separate allocations cost a header
 // and a GC visit each. An array stays whole while any of its elements is
-// in use, which the objects of one profile all are.
+// in use, which the objects of one profile all are. Arrays hold at most
+// slabMax elements: one array of millions would need fresh memory of its
+// own, where arrays of a few megabytes reuse what the heap freed.
 type slab[T any] struct {
 	free  []T
 	chunk int // the size of the arrays after the first
 }
 
-// newSlab returns a slab whose first array holds first elements, room for
-// what the caller expects, and whose later arrays are a quarter of that.
-func newSlab[T any](first int) *slab[T] {
-	return &slab[T]{free: make([]T, first), chunk: max(first/4, 256)}
+// slabMax is the most elements in one of a slab's arrays.
+const slabMax = 1 << 16
+
+// newSlab returns a slab for about n elements: its arrays hold n, or
+// slabMax, or a quarter of n after the first.
+func newSlab[T any](n int) *slab[T] {
+	return &slab[T]{free: make([]T, min(n, slabMax)), chunk: min(max(n/4, 256), slabMax)}
 }
 
 // take returns n zero elements, side by side.
