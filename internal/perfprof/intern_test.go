@@ -100,7 +100,7 @@ func TestIntern(t *testing.T) {
 			if got := a.name(a.locs[ids[0]-1].fn); got != "f" {
 				t.Errorf("f is named %q", got)
 			}
-			if a.flags(ids[0])&jitted == 0 || a.flags(ids[8])&jitted != 0 {
+			if a.flags(ids[0])&jittedCode == 0 || a.flags(ids[8])&jittedCode != 0 {
 				t.Errorf("flags: f's %b, the ELF symbol's %b", a.flags(ids[0]), a.flags(ids[8]))
 			}
 		})

@@ -273,7 +273,7 @@ type function struct {
 type functionFlags uint8
 
 const (
-	jitted      functionFlags = 1 << iota // in a dump's code
+	jittedCode  functionFlags = 1 << iota // in a dump's code
 	matches                               // named as the symbol filter asks
 	interpreter                           // HotSpot's interpreter
 )
@@ -593,7 +593,7 @@ func (a *aggregator) add(s *perfdata.Sample) {
 		return
 	}
 	a.kept++
-	if a.flags(a.ids[0])&jitted != 0 {
+	if a.flags(a.ids[0])&jittedCode != 0 {
 		a.jitted++
 	}
 	if u := a.unwinder; u != nil && u.walked {
@@ -736,7 +736,7 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 	}
 	f := function{start: fr.Symbol.Start}
 	if fr.Symbol.JIT != nil {
-		f.flags |= jitted
+		f.flags |= jittedCode
 	}
 	if a.filter.Symbol != nil && name != "" && a.filter.Symbol.MatchString(name) {
 		f.flags |= matches

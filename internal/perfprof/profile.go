@@ -82,7 +82,13 @@ func (a *aggregator) locations(p *profile.Profile) {
 	var mappingKeys []mappingKey
 	mappings := newIndex(0)
 	seed := maphash.MakeSeed()
-	mappingSlab := newSlab[profile.Mapping](min(len(a.fns), 1<<16))
+	ownMappings := 0 // the jitted functions'
+	for _, f := range a.fns {
+		if f.flags&jittedCode != 0 {
+			ownMappings++
+		}
+	}
+	mappingSlab := newSlab[profile.Mapping](ownMappings + 64)
 	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
 		if fr.Module == nil {
 			return nil

@@ -32,10 +32,12 @@ type slab[T any] struct {
 // slabMax is the most elements in one of a slab's arrays.
 const slabMax = 1 << 16
 
-// newSlab returns a slab for about n elements: its arrays hold n, or
-// slabMax, or a quarter of n after the first.
+// newSlab returns a slab for about n elements, in arrays of equal size and
+// at most slabMax: n of them fill every array.
 func newSlab[T any](n int) *slab[T] {
-	return &slab[T]{free: make([]T, min(n, slabMax)), chunk: min(max(n/4, 256), slabMax)}
+	arrays := max((n+slabMax-1)/slabMax, 1)
+	size := (n + arrays - 1) / arrays
+	return &slab[T]{free: make([]T, size), chunk: max(size, 256)}
 }
 
 // take returns n zero elements, side by side.
