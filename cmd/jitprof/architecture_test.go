@@ -37,7 +37,9 @@ func TestArchitecture(t *testing.T) {
 		if err != nil || !d.IsDir() {
 			return nil
 		}
-		if base := d.Name(); base == "testdata" || base == "node_modules" || strings.HasPrefix(base, ".") {
+		// The directories the go command ignores hold no package of the
+		// module (a local scratch program under _name, say).
+		if base := d.Name(); base == "testdata" || base == "node_modules" || strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
 			return filepath.SkipDir
 		}
 		pkg, err := build.ImportDir(dir, 0)
