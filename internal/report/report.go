@@ -357,7 +357,7 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 		m.samples = append(m.samples, sample{
 			start: start,
 			depth: int32(len(stacks) - start),
-			comm:  b.comm(comm),
+			comm:  listed(b.comms, &b.m.comms, comm),
 			pid:   pid,
 			count: s.Value[0],
 			value: s.Value[value],
@@ -505,7 +505,7 @@ func (b *builder) mapping(m *profile.Mapping) *mapped {
 		if m != nil && m.File != "" {
 			module = path.Base(m.File)
 		}
-		mp.mod = b.module(module) + 1
+		mp.mod = listed(b.mods, &b.m.modules, module) + 1
 		mp.kernel = m != nil && m.File == contract.KernelFile
 		mp.jit = contract.IsJIT(m)
 	}
@@ -558,22 +558,12 @@ func (b *builder) frame(name, file string, mp *mapped) int32 {
 	return i
 }
 
-func (b *builder) module(name string) int32 {
-	i, ok := b.mods[name]
-	if !ok {
-		i = int32(len(b.m.modules))
-		b.m.modules = append(b.m.modules, name)
-		b.mods[name] = i
-	}
-	return i
-}
-
-func (b *builder) comm(name string) int32 {
-	i, ok := b.comms[name]
-	if !ok {
-		i = int32(len(b.m.comms))
-		b.m.comms = append(b.m.comms, name)
-		b.comms[name] = i
+// listed returns the number of name in list, numbered by ids, adding it to
+// both if it is new.
+func listed(ids map[string]int32, list *[]string, name string) int32 {
+	i := intern(ids, name)
+	if int(i) == len(*list) {
+		*list = append(*list, name)
 	}
 	return i
 }
