@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/perfprof"
+	"github.com/jitprof/jitprof/internal/procfs"
 )
 
 // held starts argv under a shell that execs it once released: the agent is
@@ -218,18 +218,14 @@ func pingpongBinary(t *testing.T) string {
 	return bin
 }
 
-// cpuTicks is a process's user and system time, in clock ticks.
-func cpuTicks(t *testing.T, pid int) int64 {
+// cpuTime is a process's user and system time.
+func cpuTime(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := procfs.Host.CPUTime(uint32(pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command's name, which may hold spaces.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return utime + stime
+	return d
 }
 
 // TestOffCPUWindows runs jitprof agent --off-cpu on two threads passing a
@@ -259,8 +255,9 @@ func TestOffCPUWindows(t *testing.T) {
 	release()
 
 	type mark struct {
-		at         time.Duration
-		rss, ticks int64
+		at  time.Duration
+		rss int64
+		cpu time.Duration
 	}
 	var marks []mark
 	began := time.Now()
@@ -272,7 +269,7 @@ sampling:
 		case <-prog.done:
 			break sampling
 		case <-tick.C:
-			marks = append(marks, mark{time.Since(began), rss(t, ag.cmd.Process.Pid), cpuTicks(t, ag.cmd.Process.Pid)})
+			marks = append(marks, mark{time.Since(began), rss(t, ag.cmd.Process.Pid), cpuTime(t, ag.cmd.Process.Pid)})
 		}
 	}
 	prog.wait(t)
@@ -304,8 +301,7 @@ sampling:
 	first, firstPeak := part(span/5, 2*span/5)
 	last, lastPeak := part(4*span/5, span)
 	a, b := marks[len(marks)/5], marks[len(marks)-1]
-	hz := 100.0 // USER_HZ, as /proc gives times on Linux
-	core := float64(b.ticks-a.ticks) / hz / (b.at - a.at).Seconds()
+	core := (b.cpu - a.cpu).Seconds() / (b.at - a.at).Seconds()
 	t.Logf("pingpong: %.0f round trips/s (%.0f switch-outs/s); agent: %.1f%% of a core, RSS median %d KiB after the first part, %d KiB at the end (peaks %d, %d KiB); status %+v",
 		truth.RoundsPerSecond, 2*truth.RoundsPerSecond, 100*core, first, last, firstPeak, lastPeak, st)
 	if first == 0 || float64(last) > 1.10*float64(first) {

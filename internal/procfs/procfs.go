@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/foreign"
 	"golang.org/x/sys/unix"
@@ -99,31 +100,56 @@ const clockTicks = 100
 // Started returns when process pid started, in CLOCK_MONOTONIC nanoseconds
 // (the clock of jitprof's recordings), to the 10 ms of /proc's clock ticks.
 func (p FS) Started(pid uint32) (uint64, error) {
-	b, err := os.ReadFile(p.Path(pid, "stat"))
+	const startField = 22 // starttime
+	f, err := p.stat(pid, startField)
 	if err != nil {
 		return 0, err
 	}
-	// The command name, in parentheses, may hold anything, parentheses
-	// and spaces included: the fields are counted from the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s: no ')' after the command", p.Path(pid, "stat"))
-	}
-	fields := bytes.Fields(b[i+1:])
-	const startField = 22 - 3 // 1-based field 22, counted after pid and comm
-	if len(fields) <= startField {
-		return 0, fmt.Errorf("%s: %d fields, no start time", p.Path(pid, "stat"), len(fields)+2)
-	}
-	ticks, err := strconv.ParseUint(string(fields[startField]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: start time: %w", p.Path(pid, "stat"), err)
-	}
+	ticks := f[0]
 	// The start is in CLOCK_BOOTTIME, which also counts time suspended.
 	var boot, mono unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
 	suspended := uint64(max(0, boot.Nano()-mono.Nano()))
 	return max(ticks*(1e9/clockTicks), suspended) - suspended, nil
+}
+
+// CPUTime returns the CPU time process pid has used, user and system, to
+// the 10 ms of /proc's clock ticks.
+func (p FS) CPUTime(pid uint32) (time.Duration, error) {
+	const utimeField = 14 // utime, then stime
+	f, err := p.stat(pid, utimeField, utimeField+1)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(f[0]+f[1]) * time.Second / clockTicks, nil
+}
+
+// stat returns the numeric fields of process pid's stat file, numbered
+// from 1 as proc(5) numbers them.
+func (p FS) stat(pid uint32, fields ...int) ([]uint64, error) {
+	name := p.Path(pid, "stat")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	// The command name, in parentheses, may hold anything, parentheses
+	// and spaces included: the fields are counted from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s: no ')' after the command", name)
+	}
+	after := bytes.Fields(b[i+1:]) // field 3 on
+	values := make([]uint64, len(fields))
+	for k, n := range fields {
+		if n-3 >= len(after) {
+			return nil, fmt.Errorf("%s: %d fields, no field %d", name, len(after)+2, n)
+		}
+		if values[k], err = strconv.ParseUint(string(after[n-3]), 10, 64); err != nil {
+			return nil, fmt.Errorf("%s: field %d: %w", name, n, err)
+		}
+	}
+	return values, nil
 }
 
 // tickSlack is how much later than the recording saw it a process may seem
