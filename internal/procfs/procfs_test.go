@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/foreign"
 )
@@ -103,4 +104,23 @@ func FuzzParseStatus(f *testing.F) {
 			t.Fatalf("parsed %+v from a status without NSpid, Uid or Gid", s)
 		}
 	})
+}
+
+// TestCPUTime reads utime and stime (fields 14 and 15) after a command
+// name holding ") (" and spaces, and names the file when they are missing.
+func TestCPUTime(t *testing.T) {
+	fs := FS(t.TempDir())
+	write := func(pid uint32, stat string) {
+		os.MkdirAll(fs.Path(pid), 0o755)
+		os.WriteFile(fs.Path(pid, "stat"), []byte(stat), 0o644)
+	}
+	// state, fields 4-13, utime 250 and stime 130 ticks, fields 16-22.
+	write(20, "20 (a) (b c) S"+strings.Repeat(" 9", 10)+" 250 130"+strings.Repeat(" 9", 7)+"\n")
+	write(21, "21 (short) S 1 1\n")
+	if d, err := fs.CPUTime(20); err != nil || d != 3800*time.Millisecond {
+		t.Errorf("CPUTime: %v, %v; want 3.8s", d, err)
+	}
+	if _, err := fs.CPUTime(21); err == nil || !strings.Contains(err.Error(), fs.Path(21, "stat")) {
+		t.Errorf("a stat without utime: %v", err)
+	}
 }
