@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/binary"
 	"io"
 	"maps"
 	"slices"
@@ -42,7 +43,7 @@ func writePProf(w io.Writer, p *profile.Profile) error {
 	}
 	for _, s := range e.table {
 		e.top = appendTag(e.top[:0], 6, 2)
-		e.top = appendVarint(e.top, uint64(len(s)))
+		e.top = binary.AppendUvarint(e.top, uint64(len(s)))
 		e.w.Write(e.top)
 		e.w.WriteString(s)
 	}
@@ -62,7 +63,7 @@ func writePProf(w io.Writer, p *profile.Profile) error {
 	}
 	b = appendInt64s(b, 13, comments)
 	b = appendTag(b, 14, 0)
-	b = appendVarint(b, uint64(e.index[p.DefaultSampleType]))
+	b = binary.AppendUvarint(b, uint64(e.index[p.DefaultSampleType]))
 	b = appendInt64Opt(b, 15, e.index[p.DocURL])
 	e.w.Write(b)
 	if err := e.w.Flush(); err != nil {
@@ -165,14 +166,14 @@ func (e *pprofEncoder) label(b []byte, key, str, num, unit int64) []byte {
 	e.sub = appendInt64Opt(e.sub, 3, num)
 	e.sub = appendInt64Opt(e.sub, 4, unit)
 	b = appendTag(b, 3, 2)
-	b = appendVarint(b, uint64(len(e.sub)))
+	b = binary.AppendUvarint(b, uint64(len(e.sub)))
 	return append(b, e.sub...)
 }
 
 // flush writes the message in msg as field tag of the profile.
 func (e *pprofEncoder) flush(tag int) {
 	e.top = appendTag(e.top[:0], tag, 2)
-	e.top = appendVarint(e.top, uint64(len(e.msg)))
+	e.top = binary.AppendUvarint(e.top, uint64(len(e.msg)))
 	e.w.Write(e.top)
 	e.w.Write(e.msg)
 }
@@ -191,14 +192,14 @@ func (e *pprofEncoder) sample(s *profile.Sample) {
 			n += varintLen(l.ID)
 		}
 		b = appendTag(b, 1, 2)
-		b = appendVarint(b, uint64(n))
+		b = binary.AppendUvarint(b, uint64(n))
 		for _, l := range s.Location {
-			b = appendVarint(b, l.ID)
+			b = binary.AppendUvarint(b, l.ID)
 		}
 	} else {
 		for _, l := range s.Location {
 			b = appendTag(b, 1, 0)
-			b = appendVarint(b, l.ID)
+			b = binary.AppendUvarint(b, l.ID)
 		}
 	}
 	b = appendInt64s(b, 2, s.Value)
@@ -250,7 +251,7 @@ func (e *pprofEncoder) location(l *profile.Location) {
 		e.sub = appendInt64Opt(e.sub, 2, ln.Line)
 		e.sub = appendInt64Opt(e.sub, 3, ln.Column)
 		b = appendTag(b, 4, 2)
-		b = appendVarint(b, uint64(len(e.sub)))
+		b = binary.AppendUvarint(b, uint64(len(e.sub)))
 		b = append(b, e.sub...)
 	}
 	b = appendBoolOpt(b, 5, l.IsFolded)
@@ -268,16 +269,9 @@ func (e *pprofEncoder) function(f *profile.Function) {
 	e.flush(5)
 }
 
-// The protobuf encoding, as profile.Write's: fields that are zero are left
-// out, and lists of more than two numbers packed.
-
-func appendVarint(b []byte, x uint64) []byte {
-	for x >= 0x80 {
-		b = append(b, byte(x)|0x80)
-		x >>= 7
-	}
-	return append(b, byte(x))
-}
+// The protobuf encoding (varints are encoding/binary's), as profile.Write's:
+// fields that are zero are left out, and lists of more than two numbers
+// packed.
 
 func varintLen(x uint64) int {
 	n := 1
@@ -288,14 +282,14 @@ func varintLen(x uint64) int {
 }
 
 func appendTag(b []byte, tag, wireType int) []byte {
-	return appendVarint(b, uint64(tag)<<3|uint64(wireType))
+	return binary.AppendUvarint(b, uint64(tag)<<3|uint64(wireType))
 }
 
 func appendUint64Opt(b []byte, tag int, x uint64) []byte {
 	if x == 0 {
 		return b
 	}
-	return appendVarint(appendTag(b, tag, 0), x)
+	return binary.AppendUvarint(appendTag(b, tag, 0), x)
 }
 
 func appendInt64Opt(b []byte, tag int, x int64) []byte {
@@ -306,13 +300,13 @@ func appendBoolOpt(b []byte, tag int, x bool) []byte {
 	if !x {
 		return b
 	}
-	return appendVarint(appendTag(b, tag, 0), 1)
+	return binary.AppendUvarint(appendTag(b, tag, 0), 1)
 }
 
 func appendInt64s(b []byte, tag int, x []int64) []byte {
 	if len(x) <= 2 {
 		for _, v := range x {
-			b = appendVarint(appendTag(b, tag, 0), uint64(v))
+			b = binary.AppendUvarint(appendTag(b, tag, 0), uint64(v))
 		}
 		return b
 	}
@@ -320,9 +314,9 @@ func appendInt64s(b []byte, tag int, x []int64) []byte {
 	for _, v := range x {
 		n += varintLen(uint64(v))
 	}
-	b = appendVarint(appendTag(b, tag, 2), uint64(n))
+	b = binary.AppendUvarint(appendTag(b, tag, 2), uint64(n))
 	for _, v := range x {
-		b = appendVarint(b, uint64(v))
+		b = binary.AppendUvarint(b, uint64(v))
 	}
 	return b
 }
