@@ -11,9 +11,9 @@ import (
 	"io"
 	"iter"
 	"slices"
-	"strings"
 	"unsafe"
 
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/hostelf"
 	"github.com/jitprof/jitprof/jitdump"
@@ -151,7 +151,7 @@ type Dump struct {
 	extras  slab[attached]
 	debugs  slab[jitdump.DebugInfo]
 	unwinds slab[jitdump.UnwindingInfo]
-	names   []byte
+	names   arena.Strings
 }
 
 // move is a CODE_MOVE that followed the load of Functions[loads-1].
@@ -160,12 +160,9 @@ type move struct {
 	Event
 }
 
-// The largest slab (a size class of Go's allocator: no bytes lost to
-// rounding up) and the block of names: one allocation for many records.
-const (
-	slabBytes = 32 << 10
-	nameBlock = 64 << 10
-)
+// slabBytes is the largest slab, a size class of Go's allocator: no bytes
+// lost to rounding up, one allocation for many records.
+const slabBytes = 32 << 10
 
 // Read reads the dump at path.
 //
@@ -258,7 +255,7 @@ func (d *Dump) read() {
 				// A name is looked at for every sample in the function;
 				// kept in the mapping it would bring a page of code back
 				// per name.
-				Name: d.keepName(r.Name)})
+				Name: d.names.Clone(r.Name)})
 			if bias := r.LineBias(); d.debug != nil || d.unwind != nil || bias != 0 {
 				fn.extra = d.extras.take(attached{debug: d.debug, unwind: d.unwind, bias: bias, file: f, dump: d})
 			}
@@ -315,19 +312,6 @@ func (s *slab[T]) take(v T) *T {
 	s.free = s.free[1:]
 	*p = v
 	return p
-}
-
-// keepName returns a copy of name in the current block of names.
-func (d *Dump) keepName(name string) string {
-	if len(name) > nameBlock/8 {
-		return strings.Clone(name) // a long one gets its own
-	}
-	if cap(d.names)-len(d.names) < len(name) {
-		d.names = make([]byte, 0, nameBlock)
-	}
-	start := len(d.names)
-	d.names = append(d.names, name...)
-	return unsafe.String(unsafe.SliceData(d.names[start:]), len(name))
 }
 
 // index adds fn to Functions and to what finds it by code index: a later

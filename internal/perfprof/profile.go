@@ -3,6 +3,7 @@ package perfprof
 import (
 	"cmp"
 	"encoding/hex"
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/contract"
 	"hash/maphash"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 // their mappings and functions, from slabs (see slab), and drops the
 // aggregator's record of them.
 func (a *aggregator) locations(p *profile.Profile) {
-	var names stringBlock
+	var names arena.Strings
 	type mappingKey struct {
 		module       *symbolize.Module
 		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
@@ -169,7 +170,7 @@ func (a *aggregator) locations(p *profile.Profile) {
 				fn.Name += contract.InferredSuffix
 				fn.SystemName += contract.InferredSuffix
 			}
-			fn.Filename = cmp.Or(fn.Filename, names.clone(in.File))
+			fn.Filename = cmp.Or(fn.Filename, names.Clone(in.File))
 			inlines[key] = fn
 		}
 		return fn
@@ -215,7 +216,7 @@ func (a *aggregator) locations(p *profile.Profile) {
 			byAggregated[agg] = fn
 		}
 		if fn.Filename == "" {
-			fn.Filename = names.clone(file)
+			fn.Filename = names.Clone(file)
 		}
 		// pprof lists a location's inlined functions innermost first, the
 		// function that holds the code last.
@@ -377,11 +378,11 @@ func namedLike(file, comm string) bool {
 //
 // The names are copied into names: jitted names alias the dumps, which
 // Close unmaps. A name that is its own demangling is copied once for both.
-func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted bool, names *stringBlock) int64 {
-	fn.ID, fn.SystemName = id, names.clone(raw)
+func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted bool, names *arena.Strings) int64 {
+	fn.ID, fn.SystemName = id, names.Clone(raw)
 	fn.Name = fn.SystemName
 	if demangled != raw {
-		fn.Name = names.clone(demangled)
+		fn.Name = names.Clone(demangled)
 	}
 	if !jitted || demangled != raw {
 		return 0
@@ -392,11 +393,11 @@ func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted 
 	}
 	// Name is a prefix of SystemName but for a nameless function's: no
 	// second copy.
-	fn.Name = names.clone(sn.Name)
+	fn.Name = names.Clone(sn.Name)
 	if strings.HasPrefix(fn.SystemName, sn.Name) {
 		fn.Name = fn.SystemName[:len(sn.Name)]
 	}
-	fn.Filename = names.clone(sn.File)
+	fn.Filename = names.Clone(sn.File)
 	fn.StartLine = sn.Line
 	return sn.Column
 }

@@ -2,8 +2,6 @@ package perfprof
 
 import (
 	"slices"
-	"strings"
-	"unsafe"
 )
 
 // grown returns s with room for n more elements, doubling its capacity
@@ -52,28 +50,3 @@ func (s *slab[T]) take(n int) []T {
 
 // next returns a zero element.
 func (s *slab[T]) next() *T { return &s.take(1)[0] }
-
-// stringBlock copies strings into shared blocks: the names a profile keeps
-// after the dumps and symbol tables they alias are unmapped, a million of
-// them at a million functions, without an allocation each.
-type stringBlock struct{ buf []byte }
-
-// stringBlockSize is the size of a block; a string of more than a quarter
-// of it gets an allocation of its own.
-const stringBlockSize = 64 << 10
-
-// clone returns a copy of s that does not alias s's memory.
-func (b *stringBlock) clone(s string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	if len(s) > cap(b.buf)-len(b.buf) {
-		if len(s) > stringBlockSize/4 {
-			return strings.Clone(s)
-		}
-		b.buf = make([]byte, 0, stringBlockSize)
-	}
-	start := len(b.buf)
-	b.buf = append(b.buf, s...)
-	return unsafe.String(&b.buf[start], len(s))
-}

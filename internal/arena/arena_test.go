@@ -1,0 +1,39 @@
+package arena
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestClone: copies equal their strings, share blocks but alias neither
+// the original nor each other, and a long string is copied on its own.
+func TestClone(t *testing.T) {
+	var a Strings
+	src := []byte("hello")
+	x := a.Clone(string(src))
+	src[0] = 'j'
+	y := a.Clone("world")
+	if x != "hello" || y != "world" {
+		t.Fatalf("copies %q, %q", x, y)
+	}
+	if unsafe.StringData(y) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(x)), len(x))) {
+		t.Error("the two short copies are not side by side in one block")
+	}
+	long := strings.Repeat("x", BlockSize/8+1)
+	before := len(a.block)
+	if c := a.Clone(long); c != long || len(a.block) != before {
+		t.Errorf("a long string went into the block (%d -> %d bytes)", before, len(a.block))
+	}
+	if a.Clone("") != "" {
+		t.Error("empty")
+	}
+	for i := 0; i < 2*BlockSize/5; i++ { // past one block
+		if c := a.Clone("12345"); c != "12345" {
+			t.Fatalf("copy %d: %q", i, c)
+		}
+	}
+	if x != "hello" || y != "world" {
+		t.Errorf("earlier copies changed: %q, %q", x, y)
+	}
+}
