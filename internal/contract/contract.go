@@ -1,7 +1,8 @@
 // Package contract holds what a jitprof profile means, between the analysis
 // that writes it (perfprof) and everything that reads it: the renderers,
 // objtool, archive, the agent's export and the tests. The profile is a
-// pprof profile; its Mappings say what holds each location's code:
+// pprof profile, held in columns (Profile); its Mappings say what holds
+// each location's code:
 //
 //   - an ELF file placed at [Start, Limit) from file offset Offset, with its
 //     build-id when the recording gave one;
@@ -62,18 +63,24 @@ const (
 
 // KindOf tells what m holds.
 func KindOf(m *profile.Mapping) Kind {
-	switch {
-	case m == nil:
+	if m == nil {
 		return File
-	case m.BuildID == JITBuildID:
+	}
+	return kindOf(m.File, m.BuildID)
+}
+
+// kindOf tells what a mapping of file with buildID holds.
+func kindOf(file, buildID string) Kind {
+	switch {
+	case buildID == JITBuildID:
 		return JIT
-	case IsPerfMap(m.File):
+	case IsPerfMap(file):
 		return PerfMap
-	case m.File == KernelFile:
+	case file == KernelFile:
 		return Kernel
-	case m.File == VDSOFile:
+	case file == VDSOFile:
 		return VDSO
-	case m.File == OffCPUFile:
+	case file == OffCPUFile:
 		return OffCPU
 	}
 	return File
