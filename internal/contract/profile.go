@@ -51,8 +51,8 @@ type ValueType struct{ Type, Unit string }
 
 // A Mapping is pprof's Mapping; what it holds is its Kind (contract.go).
 type Mapping struct {
-	Start, Limit, Offset uint64
-	File, BuildID        uint32 // in Strings
+	Start, Limit, Offset                                        uint64
+	File, BuildID                                               uint32 // in Strings
 	HasFunctions, HasFilenames, HasLineNumbers, HasInlineFrames bool
 }
 
