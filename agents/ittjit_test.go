@@ -394,7 +394,7 @@ func TestIttjitPHP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var own int64
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		leaf := s.Location[0]
 		if len(leaf.Line) == 0 {
 			continue
@@ -461,7 +461,7 @@ func TestIttjitInlineProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inSpin, inLoop int64
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		leaf := s.Location[0]
 		off := leaf.Address - run.base
 		if leaf.Address < run.base || off >= spinSize {

@@ -335,7 +335,7 @@ func TestJVMTIProfile(t *testing.T) {
 			}
 			var total, jitted, own, ownLines int64
 			demangledOwn := strings.ReplaceAll(strings.Trim(tt.p.own, "L;"), "/", ".")
-			for _, s := range res.Profile.Sample {
+			for _, s := range res.Profile.PProf().Sample {
 				n := s.Value[0]
 				total += n
 				leaf := s.Location[0]

@@ -47,7 +47,7 @@ func TestPerfMapReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 		counts := map[string]int{}
-		for name, n := range fixtures.LeafCounts(res.Profile) {
+		for name, n := range fixtures.LeafCounts(res.Profile.PProf()) {
 			if _, ok := truth[name]; ok {
 				counts[name] = n
 			}
@@ -137,7 +137,7 @@ func jsCounts(t *testing.T, data string, pid int) map[string]int {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for name, n := range fixtures.LeafCounts(res.Profile) {
+	for name, n := range fixtures.LeafCounts(res.Profile.PProf()) {
 		if rest, ok := strings.CutPrefix(name, "JS:"); ok {
 			if f := strings.Fields(strings.TrimLeft(rest, "*~^+")); len(f) > 0 && (f[0] == "hot" || f[0] == "cold") {
 				counts[f[0]] += n

@@ -24,5 +24,5 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixtures.CheckShares(t, fixtures.ParseJITTruth(t, truth), "jitprof report", fixtures.LeafCounts(res.Profile))
+	fixtures.CheckShares(t, fixtures.ParseJITTruth(t, truth), "jitprof report", fixtures.LeafCounts(res.Profile.PProf()))
 }

@@ -115,12 +115,12 @@ func TestOffCPUTruth(t *testing.T) {
 				if err != nil {
 					t.Fatalf("truth %q: %v", m[0], err)
 				}
-				tid := mainThread(res.Profile)
+				tid := mainThread(res.Profile.PProf())
 				if m[1] != "" {
 					tid, _ = strconv.ParseInt(m[1], 10, 64)
 				}
 				var wall, offBlocker, offSpinner, offJFR, cpu, cpuSpinner int64
-				for _, s := range res.Profile.Sample {
+				for _, s := range res.Profile.PProf().Sample {
 					if s.NumLabel["tid"][0] != tid {
 						continue
 					}

@@ -326,7 +326,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 			names := make([]string, len(results))
 			profiles := make([]*profile.Profile, len(results))
 			for i, res := range results {
-				profiles[i] = res.Profile
+				profiles[i] = res.Profile.PProf()
 				if len(specs) > 0 {
 					names[i] = specs[i].Name
 				}

@@ -174,7 +174,7 @@ func TestTimelinePage(t *testing.T) {
 	}
 	var want []int64
 	var wall, off, preempted int64 // the main thread's: blocked (off the CPU, not preempted); preempted in sleeper
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		tid := s.NumLabel["tid"][0]
 		want = append(want, tid)
 		leaf := s.Location[0].Line
@@ -251,7 +251,7 @@ func TestTimelinePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inLoop, elsewhere int64
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		leaf := s.Location[0].Line
 		if slot := s.NumLabel[contract.SlotLabel][0]; s.NumLabel["tid"][0] != main || slot < int64(first) || slot > int64(last) ||
 			(len(leaf) > 0 && leaf[0].Function.Name == perfprof.PreemptedFrame) {

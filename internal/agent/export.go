@@ -101,7 +101,7 @@ func (y *symbolizer) window(w *window) {
 		y.o.Log(fmt.Sprintf("window %d: %v", w.seq, err))
 		return
 	}
-	p := res.Profile
+	p := res.Profile.PProf()
 	p.TimeNanos = w.start.UnixNano()
 	p.DurationNanos = w.end.Sub(w.start).Nanoseconds()
 	p.Comments = append(p.Comments, fmt.Sprintf("jitprof agent window %d", w.seq))

@@ -111,7 +111,7 @@ func synthProfile(t *testing.T) *profile.Profile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Profile
+	return res.Profile.PProf()
 }
 
 // An annotated instruction: "> 42.86  3  10001010  nop  x.js:6  JS:*inner [inferred]".

@@ -39,7 +39,7 @@ func TestNodeReportNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := res.Profile
+	p := res.Profile.PProf()
 
 	var text bytes.Buffer
 	if err := report.Text(&text, p, report.Options{}); err != nil {

@@ -163,23 +163,26 @@ func listFiles(input string, opts symbolize.Options) (*plan, error) {
 	for _, d := range res.Dumps {
 		add(runtimeFile(d))
 	}
-	for _, m := range res.Profile.Mapping {
-		switch {
-		case m.BuildID == contract.JITBuildID: // its dump is in already
-		case m.File == contract.KernelFile && named(res, m.ID):
+	prof := res.Profile
+	for i := range prof.Mappings {
+		m := &prof.Mappings[i]
+		file := prof.String(m.File)
+		switch kind := prof.MappingKind(m); {
+		case kind == contract.JIT: // its dump is in already
+		case kind == contract.Kernel && named(prof, uint32(i+1)):
 			// The kernel's own file, which reads as empty to a stat.
 			add(entry{name: kallsymsName, make: func() ([]byte, error) { return os.ReadFile("/proc/kallsyms") }})
-		case m.File == contract.VDSOFile && named(res, m.ID):
+		case kind == contract.VDSO && named(prof, uint32(i+1)):
 			add(entry{name: vdsoName, make: elfsym.VDSOImage})
-		case contract.IsPerfMap(m.File):
-			add(runtimeFile(m.File))
-			if times := m.File + jitsources.TimesSuffix; exists(times) {
+		case kind == contract.PerfMap:
+			add(runtimeFile(file))
+			if times := file + jitsources.TimesSuffix; exists(times) {
 				add(runtimeFile(times))
 			}
-		case filepath.IsAbs(m.File) && !jitsources.IsAnonymous(m.File):
+		case filepath.IsAbs(file) && !jitsources.IsAnonymous(file):
 			// The kernel records the path it resolved, which has no
 			// symbolic link in it: one there now was put there since.
-			add(entry{name: filepath.Join(filesDir, m.File), from: m.File, at: m.File, rules: foreign.Rules{NoSymlinks: true}})
+			add(entry{name: filepath.Join(filesDir, file), from: file, at: file, rules: foreign.Rules{NoSymlinks: true}})
 		}
 	}
 	return p, nil
@@ -204,9 +207,9 @@ func runtimeFile(path string) entry {
 
 // named tells whether a location of mapping id has a name: only then were
 // the running kernel's symbols the recorded kernel's.
-func named(res *perfprof.Result, id uint64) bool {
-	for _, l := range res.Profile.Location {
-		if l.Mapping != nil && l.Mapping.ID == id && len(l.Line) > 0 {
+func named(p *contract.Profile, id uint32) bool {
+	for _, l := range p.Locations {
+		if l.Mapping == id && l.NLines > 0 {
 			return true
 		}
 	}

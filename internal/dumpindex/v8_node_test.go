@@ -176,7 +176,7 @@ func key(name, script string, line, col int) string {
 func innermostJS(res *perfprof.Result, pid int) (with, without map[string]float64) {
 	with, without = map[string]float64{}, map[string]float64{}
 	var total float64
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		if tid := s.NumLabel["tid"]; len(tid) != 1 || tid[0] != int64(pid) {
 			continue
 		}

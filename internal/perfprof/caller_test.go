@@ -62,7 +62,7 @@ func TestCallerAddress(t *testing.T) {
 	}
 	res := run(t, perfprof.Options{Input: data})
 	got := map[uint64]string{}
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		if len(s.Location) != 2 {
 			t.Fatalf("a sample of %d frames, want 2", len(s.Location))
 		}

@@ -91,7 +91,7 @@ func TestDamagedRecording(t *testing.T) {
 				t.Errorf("cut: %v, want one: %t", res.Cut, tt.cut)
 			}
 			var n int64
-			for _, s := range res.Profile.Sample {
+			for _, s := range res.Profile.PProf().Sample {
 				n += s.Value[0]
 			}
 			if n != int64(tt.kept) {

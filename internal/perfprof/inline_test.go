@@ -113,7 +113,7 @@ func TestInlineFrames(t *testing.T) {
 				t.Fatalf("%d of %d samples in jitted code", res.Jitted, len(offsets))
 			}
 			got := map[string]int64{}
-			for _, s := range res.Profile.Sample {
+			for _, s := range res.Profile.PProf().Sample {
 				got[frames(s.Location[0])] += s.Value[0]
 			}
 			want := map[string]int64{}
@@ -125,7 +125,7 @@ func TestInlineFrames(t *testing.T) {
 			}
 			if tc.opts.PerFunction {
 				locs := map[string]bool{}
-				for _, l := range res.Profile.Location {
+				for _, l := range res.Profile.PProf().Location {
 					locs[frames(l)] = true
 				}
 				if len(locs) != len(want) {

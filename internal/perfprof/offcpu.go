@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/symbolize"
 	"github.com/jitprof/jitprof/perfdata"
@@ -303,15 +301,15 @@ func (a *aggregator) preemptedStack(stack uint32) uint32 {
 }
 
 // sampleTypes are the profile's sample types and its default.
-func (a *aggregator) sampleTypes() ([]*profile.ValueType, string) {
-	count := &profile.ValueType{Type: "samples", Unit: "count"}
+func (a *aggregator) sampleTypes() ([]contract.ValueType, string) {
+	count := contract.ValueType{Type: "samples", Unit: "count"}
 	switch {
 	case a.off == nil:
-		return []*profile.ValueType{count, {Type: a.event, Unit: a.unit}}, "samples"
+		return []contract.ValueType{count, {Type: a.event, Unit: a.unit}}, "samples"
 	case a.event == OffCPUType:
-		return []*profile.ValueType{count, {Type: OffCPUType, Unit: "nanoseconds"}}, OffCPUType
+		return []contract.ValueType{count, {Type: OffCPUType, Unit: "nanoseconds"}}, OffCPUType
 	}
-	return []*profile.ValueType{count, {Type: WallType, Unit: "nanoseconds"}, {Type: CPUType, Unit: "nanoseconds"}, {Type: OffCPUType, Unit: "nanoseconds"}}, WallType
+	return []contract.ValueType{count, {Type: WallType, Unit: "nanoseconds"}, {Type: CPUType, Unit: "nanoseconds"}, {Type: OffCPUType, Unit: "nanoseconds"}}, WallType
 }
 
 // values appends a distinct sample's values to dst, as sampleTypes lays

@@ -67,7 +67,7 @@ func TestOffCPUWeights(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := res.Profile
+			p := res.Profile.PProf()
 			if err := p.CheckValid(); err != nil {
 				t.Fatal(err)
 			}

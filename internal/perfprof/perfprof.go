@@ -11,6 +11,7 @@ package perfprof
 import (
 	"errors"
 	"fmt"
+	"github.com/jitprof/jitprof/internal/contract"
 	"hash/maphash"
 	"io"
 	"math"
@@ -19,7 +20,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/foreign"
@@ -85,7 +85,7 @@ type Filter struct {
 // vDSO (contract.VDSOFile), a perf map (File its path). internal/objtool reads their
 // code and symbols.
 type Result struct {
-	Profile *profile.Profile
+	Profile *contract.Profile
 	Event   string
 	// Dumps are the paths of the jitdump files read, as found.
 	Dumps []string

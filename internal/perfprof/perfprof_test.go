@@ -49,7 +49,7 @@ func run(t testing.TB, opts perfprof.Options) *perfprof.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := res.Profile.CheckValid(); err != nil {
+	if err := res.Profile.PProf().CheckValid(); err != nil {
 		t.Fatalf("invalid profile: %v", err)
 	}
 	return res
@@ -71,7 +71,7 @@ func TestSameAttributionAsPerf(t *testing.T) {
 				rec := fixtures.Record(t, rt, perfArgs...)
 				want, total := perfSelfCounts(t, fixtures.Inject(t, rec))
 				res := run(t, perfprof.Options{Input: rec.PerfData})
-				got := fixtures.LeafCounts(res.Profile)
+				got := fixtures.LeafCounts(res.Profile.PProf())
 				d := fixtures.Differ(want, got)
 				t.Logf("%d samples (jitprof %d), %d in jitted code, %d attributed differently", total, res.Kept, res.Jitted, d)
 				if res.Kept != total {
@@ -98,7 +98,7 @@ func TestGroundTruth(t *testing.T) {
 	data, out := fixtures.RecordTestJIT(t, 4000, "2s")
 	tr := fixtures.ParseJITTruth(t, out)
 	res := run(t, perfprof.Options{Input: data})
-	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(res.Profile))
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(res.Profile.PProf()))
 }
 
 // TestPerfMapAgainstPerf: a runtime that writes only a perf map (node
@@ -118,9 +118,9 @@ func TestPerfMapAgainstPerf(t *testing.T) {
 	os.Remove(link) // jitprof must find the map in dir
 
 	res := run(t, perfprof.Options{Input: rec.PerfData, Options: symbolize.Options{PerfMapDirs: []string{dir}}})
-	got := fixtures.LeafCounts(res.Profile)
+	got := fixtures.LeafCounts(res.Profile.PProf())
 	named := 0
-	for _, s := range res.Profile.Sample {
+	for _, s := range res.Profile.PProf().Sample {
 		if l := s.Location[0]; len(l.Line) > 0 && l.Mapping != nil && strings.HasSuffix(l.Mapping.File, name) {
 			named += int(s.Value[0])
 		}

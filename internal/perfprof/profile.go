@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
@@ -31,10 +30,10 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	a.locIDs, a.fnIDs, a.lookups, a.dumpIDs = index{}, index{}, nil, nil
 	a.stackTab.ids, a.stacks.ids = index{}, index{}
 	sampleTypes, defaultType := a.sampleTypes()
-	p := &profile.Profile{
+	p := &contract.Profile{
 		SampleType:        sampleTypes,
 		DefaultSampleType: defaultType,
-		PeriodType:        &profile.ValueType{Type: a.event, Unit: a.unit},
+		PeriodType:        contract.ValueType{Type: a.event, Unit: a.unit},
 		Period:            int64(a.period),
 	}
 	if a.kept > 0 {
@@ -54,8 +53,10 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		a.space.Forget()
 	}
 
-	a.locations(p)
-	putMainFirst(p, exe)
+	strs := newStringTable(len(a.fns))
+	a.locations(p, strs)
+	putMainFirst(p, strs, exe)
+	p.Strings = strs.list
 	var err error
 	if last {
 		err = a.space.Close()
@@ -69,16 +70,45 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	return res, err
 }
 
+// A stringTable numbers a profile's strings, each once, as
+// contract.Profile holds them, copied into blocks: jitted names alias the
+// dumps, which Close unmaps.
+type stringTable struct {
+	list  []string // "" first
+	ids   index
+	seed  maphash.Seed
+	names arena.Strings
+}
+
+func newStringTable(n int) *stringTable {
+	return &stringTable{list: []string{""}, ids: newIndex(n), seed: maphash.MakeSeed()}
+}
+
+// id returns the number of s, a new one the first time.
+func (t *stringTable) id(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	i := t.ids.first(maphash.String(t.seed, s))
+	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
+		if id := t.ids.slots[i]; t.list[id] == s {
+			return id
+		}
+	}
+	t.list = append(grown(t.list, 1), t.names.Clone(s))
+	id := uint32(len(t.list) - 1)
+	t.ids.add(i, id, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
+	return id
+}
+
 // locations builds p's locations, one per location of the aggregator, with
-// their mappings and functions, from slabs (see slab), and drops the
-// aggregator's record of them.
-func (a *aggregator) locations(p *profile.Profile) {
-	var names arena.Strings
+// their mappings and functions, and drops the aggregator's record of them.
+func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	type mappingKey struct {
 		module       *symbolize.Module
 		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
 	}
-	// The mappings' keys, by their place in p.Mapping: a jitted
+	// The mappings' keys, by their place in p.Mappings: a jitted
 	// function has a mapping of its own, so they are as many.
 	var mappingKeys []mappingKey
 	mappings := newIndex(0)
@@ -89,10 +119,11 @@ func (a *aggregator) locations(p *profile.Profile) {
 			ownMappings++
 		}
 	}
-	mappingSlab := newSlab[profile.Mapping](ownMappings + 64)
-	mappingOf := func(fr symbolize.Frame) *profile.Mapping {
+	p.Mappings = make([]contract.Mapping, 0, ownMappings+64)
+	jitBuildID := strs.id(contract.JITBuildID)
+	mappingOf := func(fr symbolize.Frame) uint32 {
 		if fr.Module == nil {
-			return nil
+			return 0
 		}
 		key := mappingKey{module: fr.Module}
 		jit := fr.Symbol.JIT
@@ -102,46 +133,45 @@ func (a *aggregator) locations(p *profile.Profile) {
 		case fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO:
 			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
 		}
-		var m *profile.Mapping
+		var id uint32
 		i := mappings.first(maphash.Comparable(seed, key))
 		for ; mappings.slots[i] != 0; i = mappings.next(i) {
-			if id := mappings.slots[i]; mappingKeys[id-1] == key {
-				m = p.Mapping[id-1]
+			if mappingKeys[mappings.slots[i]-1] == key {
+				id = mappings.slots[i]
 				break
 			}
 		}
-		if m == nil {
-			m = mappingSlab.next()
-			*m = profile.Mapping{
-				ID: uint64(len(p.Mapping) + 1), File: fr.Module.Name, Start: fr.Addr, Limit: fr.Addr + 1,
+		if id == 0 {
+			m := contract.Mapping{
+				File: strs.id(fr.Module.Name), Start: fr.Addr, Limit: fr.Addr + 1,
 				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 			}
 			switch {
 			case jit != nil:
-				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, contract.JITBuildID
+				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, jitBuildID
 			case key.start != 0:
 				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
 			}
 			if fr.Module.BuildID != nil {
-				m.BuildID = hex.EncodeToString(fr.Module.BuildID)
+				m.BuildID = strs.id(hex.EncodeToString(fr.Module.BuildID))
 			}
-			p.Mapping = append(grown(p.Mapping, 1), m)
+			p.Mappings = append(grown(p.Mappings, 1), m)
 			mappingKeys = append(grown(mappingKeys, 1), key)
-			mappings.add(i, uint32(len(p.Mapping)), func(id uint32) uint64 { return maphash.Comparable(seed, mappingKeys[id-1]) })
+			id = uint32(len(p.Mappings))
+			mappings.add(i, id, func(id uint32) uint64 { return maphash.Comparable(seed, mappingKeys[id-1]) })
 		}
 		if key.start == 0 {
+			m := &p.Mappings[id-1]
 			m.Start, m.Limit = min(m.Start, fr.Addr), max(m.Limit, fr.Addr+1)
 		}
-		return m
+		return id
 	}
 
-	functionSlab := newSlab[profile.Function](len(a.fns))
-	p.Function = make([]*profile.Function, 0, len(a.fns))
-	addFunction := func(raw, demangled string, jitted bool) (*profile.Function, int64) {
-		fn := functionSlab.next()
-		col := newFunction(fn, uint64(len(p.Function)+1), raw, demangled, jitted, &names)
-		p.Function = append(p.Function, fn)
-		return fn, col
+	p.Functions = make([]contract.Function, 0, len(a.fns))
+	addFunction := func(raw, demangled string, jitted bool) (uint32, int64) {
+		fn, col := newFunction(raw, demangled, jitted, strs)
+		p.Functions = append(grown(p.Functions, 1), fn)
+		return uint32(len(p.Functions)), col
 	}
 	// A location's function is its aggregator function's, but per
 	// function the aggregator tells apart the chains inlined into one
@@ -151,39 +181,40 @@ func (a *aggregator) locations(p *profile.Profile) {
 		name   string
 		start  uint64
 	}
-	functions := make(map[functionKey]*profile.Function)
-	byAggregated := make([]*profile.Function, len(a.fns))
-	startColumns := make(map[*profile.Function]int64)  // of the functions whose name gives one
+	functions := make(map[functionKey]uint32)
+	byAggregated := make([]uint32, len(a.fns))
+	startColumns := make(map[uint32]int64)             // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function with lines, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
 		name, file string
 		inferred   bool
 	}
-	inlines := make(map[inlineKey]*profile.Function)
-	inlined := func(m *symbolize.Module, in dumpindex.InlineFrame) *profile.Function {
+	inlines := make(map[inlineKey]uint32)
+	inlined := func(m *symbolize.Module, in dumpindex.InlineFrame) uint32 {
 		key := inlineKey{m, in.Name, in.File, in.Inferred}
-		fn := inlines[key]
-		if fn == nil {
-			fn, _ = addFunction(in.Name, demangle.Name(in.Name), true)
+		id := inlines[key]
+		if id == 0 {
+			id, _ = addFunction(in.Name, demangle.Name(in.Name), true)
+			fn := &p.Functions[id-1]
 			if in.Inferred {
-				fn.Name += contract.InferredSuffix
-				fn.SystemName += contract.InferredSuffix
+				fn.Name = strs.id(strs.list[fn.Name] + contract.InferredSuffix)
+				fn.SystemName = strs.id(strs.list[fn.SystemName] + contract.InferredSuffix)
 			}
-			fn.Filename = cmp.Or(fn.Filename, names.Clone(in.File))
-			inlines[key] = fn
+			if fn.Filename == 0 {
+				fn.Filename = strs.id(in.File)
+			}
+			inlines[key] = id
 		}
-		return fn
+		return id
 	}
-	locationSlab := newSlab[profile.Location](len(a.locs))
-	lineSlab := newSlab[profile.Line](len(a.locs))
-	p.Location = make([]*profile.Location, len(a.locs))
+	p.Locations = make([]contract.Location, len(a.locs))
+	p.Lines = make([]contract.Line, 0, len(a.locs))
 	for i := range a.locs {
 		fr := a.frame(uint32(i))
-		loc := locationSlab.next()
-		*loc = profile.Location{ID: uint64(i + 1), Mapping: mappingOf(fr), Address: fr.Addr}
-		p.Location[i] = loc
+		loc := contract.Location{Mapping: mappingOf(fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
 		if fr.Symbol.Name == "" {
+			p.Locations[i] = loc
 			continue
 		}
 		var file string
@@ -199,96 +230,92 @@ func (a *aggregator) locations(p *profile.Profile) {
 			}
 		}
 		agg := a.locs[i].fn
-		fn := byAggregated[agg]
-		if fn == nil {
+		id := byAggregated[agg]
+		if id == 0 {
 			key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
-			if fn = functions[key]; fn == nil {
+			if id = functions[key]; id == 0 {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
 				var col int64
-				fn, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
+				id, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
 				if col != 0 {
-					startColumns[fn] = col
+					startColumns[id] = col
 				}
 				if a.perFunction {
-					functions[key] = fn
+					functions[key] = id
 				}
 			}
-			byAggregated[agg] = fn
+			byAggregated[agg] = id
 		}
-		if fn.Filename == "" {
-			fn.Filename = names.Clone(file)
+		fn := &p.Functions[id-1]
+		if fn.Filename == 0 {
+			fn.Filename = strs.id(file)
 		}
 		// pprof lists a location's inlined functions innermost first, the
 		// function that holds the code last.
 		chain := a.inlineChain(fr)
-		loc.Line = lineSlab.take(len(chain) + 1)
-		for k, in := range slices.Backward(chain) {
-			l := profile.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
+		for _, in := range slices.Backward(chain) {
+			l := contract.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
 			if a.perFunction {
 				l.Line = 0
 			}
-			loc.Line[len(chain)-1-k] = l
+			p.Lines = append(grown(p.Lines, 1), l)
 		}
-		ln := profile.Line{Function: fn, Line: int64(line)}
+		fn = &p.Functions[id-1]
+		ln := contract.Line{Function: id, Line: int64(line)}
 		if a.perFunction {
 			ln.Line = 0 // the location stands for every line of the function
-		} else if fn.StartLine != 0 && (ln.Line == 0 || file != fn.Filename) {
+		} else if fn.StartLine != 0 && (ln.Line == 0 || file != strs.list[fn.Filename]) {
 			// Without a line of the function's own file (none, one of
 			// code inlined from elsewhere, or the garbage node 20
 			// writes for some Sparkplug code) the place the runtime
 			// named is all that is known of the code: its start.
-			ln.Line, ln.Column = fn.StartLine, startColumns[fn]
+			ln.Line, ln.Column = fn.StartLine, startColumns[id]
 		}
-		loc.Line[len(chain)] = ln
+		p.Lines = append(grown(p.Lines, 1), ln)
+		loc.NLines = uint32(len(chain) + 1)
+		p.Locations[i] = loc
 	}
 	a.locs, a.fns, a.oddFrames, a.others, a.dumps = nil, nil, nil, nil, nil
 }
 
 // samplesOf builds p's samples, one per distinct sample of the aggregator,
-// the most frequent first, from slabs, and drops the aggregator's record of
-// them.
-func (a *aggregator) samplesOf(p *profile.Profile) {
+// the most frequent first, and drops the aggregator's record of them. The
+// samples' stacks are the stack table's own array.
+func (a *aggregator) samplesOf(p *contract.Profile) {
 	all := a.stacks.entries
 	a.stacks = nil
-	frames := 0
-	for _, d := range all {
-		frames += len(a.stackTab.stack(d.key.stack))
-	}
 	slices.SortFunc(all, func(x, y sampleEntry) int { // a stable order for stable output
 		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
 			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
 	})
-	// Samples of one thread share their label maps: pprof only reads them.
-	type labels struct {
-		str map[string][]string
-		num map[string][]int64
-	}
-	labelsOf := make(map[[4]uint32]labels)
-	samples := newSlab[profile.Sample](len(all))
-	values := newSlab[int64](len(all) * len(p.SampleType))
-	locations := newSlab[*profile.Location](frames)
-	p.Sample = make([]*profile.Sample, len(all))
+	// Samples of one thread (and time slot) share their labels.
+	labelsOf := make(map[[4]uint32]uint32)
+	n := len(p.SampleType)
+	p.Samples = make([]contract.Sample, len(all))
+	p.Values = make([]int64, len(all)*n)
 	for i, d := range all {
 		k := d.key
 		th := [4]uint32{k.pid, k.tid, k.comm, k.slot}
-		l, ok := labelsOf[th]
+		labels, ok := labelsOf[th]
 		if !ok {
-			l = labels{
-				str: map[string][]string{"comm": {a.comms[k.comm]}},
-				num: a.numLabels(k),
-			}
-			labelsOf[th] = l
+			p.LabelSets = append(p.LabelSets, contract.LabelSet{
+				Str: []contract.Label{{Key: "comm", Value: a.comms[k.comm]}},
+				Num: a.numLabels(k),
+			})
+			labels = uint32(len(p.LabelSets))
+			labelsOf[th] = labels
 		}
-		stack := a.stackTab.stack(k.stack)
-		s := samples.next()
-		*s = profile.Sample{Value: a.values(values.take(len(p.SampleType))[:0], d.tot), Label: l.str, NumLabel: l.num, Location: locations.take(len(stack))}
-		for j, loc := range stack {
-			s.Location[j] = p.Location[loc-1]
+		s := &p.Samples[i]
+		s.Labels = labels
+		if k.stack != 0 {
+			start, end := a.stackTab.ends[k.stack-1], a.stackTab.ends[k.stack]
+			s.Stack, s.Depth = uint32(start), uint32(end-start)
 		}
-		p.Sample[i] = s
+		a.values(p.Values[i*n:i*n], d.tot)
 	}
+	p.Stacks = a.stackTab.frames
 	a.stackTab = nil
-	slices.SortStableFunc(p.Sample, func(x, y *profile.Sample) int { return cmp.Compare(y.Value[0], x.Value[0]) })
+	p.SortSamples()
 }
 
 // putMainFirst puts the program's executable first among p's mappings,
@@ -301,7 +328,7 @@ func (a *aggregator) samplesOf(p *profile.Profile) {
 // sets to the file's name cut to 15 bytes): java's launcher, never
 // sampled, as well as node. An executable never sampled gets a mapping of
 // its own, which no location uses.
-func putMainFirst(p *profile.Profile, exe symbolize.Frame) {
+func putMainFirst(p *contract.Profile, strs *stringTable, exe symbolize.Frame) {
 	if exe.Module == nil {
 		return
 	}
@@ -309,21 +336,29 @@ func putMainFirst(p *profile.Profile, exe symbolize.Frame) {
 	if exe.Module.BuildID != nil {
 		buildID = hex.EncodeToString(exe.Module.BuildID)
 	}
-	i := slices.IndexFunc(p.Mapping, func(m *profile.Mapping) bool {
-		return m.File == exe.Module.Name && m.BuildID == buildID && m.Start == exe.Map.Start && m.Offset == exe.Map.Pgoff
+	file, build := strs.id(exe.Module.Name), strs.id(buildID)
+	i := slices.IndexFunc(p.Mappings, func(m contract.Mapping) bool {
+		return m.File == file && m.BuildID == build && m.Start == exe.Map.Start && m.Offset == exe.Map.Pgoff
 	})
 	if i < 0 {
-		p.Mapping = append(p.Mapping, &profile.Mapping{
-			File: exe.Module.Name, BuildID: buildID, Start: exe.Map.Start, Limit: exe.Map.End, Offset: exe.Map.Pgoff,
+		p.Mappings = append(p.Mappings, contract.Mapping{
+			File: file, BuildID: build, Start: exe.Map.Start, Limit: exe.Map.End, Offset: exe.Map.Pgoff,
 			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 		})
-		i = len(p.Mapping) - 1
+		i = len(p.Mappings) - 1
 	}
-	main := p.Mapping[i]
-	copy(p.Mapping[1:i+1], p.Mapping[:i])
-	p.Mapping[0] = main
-	for i, m := range p.Mapping {
-		m.ID = uint64(i + 1)
+	main := p.Mappings[i]
+	copy(p.Mappings[1:i+1], p.Mappings[:i])
+	p.Mappings[0] = main
+	// Mapping i+1 is now 1, and those before it one further.
+	moved := uint32(i + 1)
+	for j := range p.Locations {
+		switch m := &p.Locations[j].Mapping; {
+		case *m == moved:
+			*m = 1
+		case *m != 0 && *m < moved:
+			*m++
+		}
 	}
 }
 
@@ -371,35 +406,21 @@ func namedLike(file, comm string) bool {
 	return comm != "" && (base == comm || (len(comm) == commLen && strings.HasPrefix(base, comm)))
 }
 
-// newFunction fills fn, the profile Function of a function named raw by its
+// newFunction returns the profile Function of a function named raw by its
 // source (demangled: perf report's name). A jitted function whose name
 // embeds its source file is split as pprof expects (names.go); newFunction
 // then also returns the column its name gives.
-//
-// The names are copied into names: jitted names alias the dumps, which
-// Close unmaps. A name that is its own demangling is copied once for both.
-func newFunction(fn *profile.Function, id uint64, raw, demangled string, jitted bool, names *arena.Strings) int64 {
-	fn.ID, fn.SystemName = id, names.Clone(raw)
-	fn.Name = fn.SystemName
-	if demangled != raw {
-		fn.Name = names.Clone(demangled)
-	}
+func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contract.Function, int64) {
+	fn := contract.Function{SystemName: strs.id(raw), Name: strs.id(demangled)}
 	if !jitted || demangled != raw {
-		return 0
+		return fn, 0
 	}
 	sn, ok := contract.SplitName(raw)
 	if !ok {
-		return 0
+		return fn, 0
 	}
-	// Name is a prefix of SystemName but for a nameless function's: no
-	// second copy.
-	fn.Name = names.Clone(sn.Name)
-	if strings.HasPrefix(fn.SystemName, sn.Name) {
-		fn.Name = fn.SystemName[:len(sn.Name)]
-	}
-	fn.Filename = names.Clone(sn.File)
-	fn.StartLine = sn.Line
-	return sn.Column
+	fn.Name, fn.Filename, fn.StartLine = strs.id(sn.Name), strs.id(sn.File), sn.Line
+	return fn, sn.Column
 }
 
 // stripped counts, by stripped ELF file, the kept samples whose leaf it

@@ -143,7 +143,7 @@ func TestSplitNames(t *testing.T) {
 	for _, perFunction := range []bool{false, true} {
 		res := run(t, perfprof.Options{Input: data, PerFunction: perFunction})
 		seen := 0
-		for _, loc := range res.Profile.Location {
+		for _, loc := range res.Profile.PProf().Location {
 			if len(loc.Line) == 0 || loc.Address < jitBase || loc.Address >= jitBase+0x100*uint64(len(synthFunctions)) {
 				continue
 			}
@@ -222,7 +222,8 @@ func TestMainMapping(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, perfprof.Options{Input: mainRecording(t, tc.before, tc.comm, tc.mapped, tc.samples)})
-			ms := res.Profile.Mapping
+			prof := res.Profile.PProf()
+			ms := prof.Mapping
 			if got := ms[0].File; got != tc.want {
 				t.Errorf("first mapping %s, want %s", got, tc.want)
 			}
@@ -235,7 +236,7 @@ func TestMainMapping(t *testing.T) {
 				}
 			}
 			used := false
-			for _, loc := range res.Profile.Location {
+			for _, loc := range prof.Location {
 				used = used || loc.Mapping == ms[0]
 			}
 			if used == tc.unused {
@@ -245,7 +246,7 @@ func TestMainMapping(t *testing.T) {
 			// mapping, and its merge, which its tools run on every
 			// profile, keeps the executable first, used or not.
 			var b bytes.Buffer
-			if err := res.Profile.Write(&b); err != nil {
+			if err := prof.Write(&b); err != nil {
 				t.Fatal(err)
 			}
 			p, err := profile.Parse(&b)

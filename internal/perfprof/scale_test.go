@@ -23,7 +23,7 @@ func TestDeepDistinctStacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof := res.Profile
+	prof := res.Profile.PProf()
 	if res.Kept != samples || len(prof.Sample) != samples {
 		t.Fatalf("%d samples kept, %d in the profile, want %d", res.Kept, len(prof.Sample), samples)
 	}
@@ -78,7 +78,7 @@ func BenchmarkScale(b *testing.B) {
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			b.ReportMetric(float64(ms.HeapAlloc)/float64(len(res.Profile.Location)), "live-B/location")
+			b.ReportMetric(float64(ms.HeapAlloc)/float64(len(res.Profile.Locations)), "live-B/location")
 		})
 	}
 }

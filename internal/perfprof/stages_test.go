@@ -61,8 +61,8 @@ func TestStagesOnePass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if alone.Kept != res.Kept || len(alone.Profile.Sample) != len(res.Profile.Sample) {
-			t.Errorf("stage %s: %d samples in %d stacks, alone %d in %d", specs[i].Name, res.Kept, len(res.Profile.Sample), alone.Kept, len(alone.Profile.Sample))
+		if alone.Kept != res.Kept || len(alone.Profile.Samples) != len(res.Profile.Samples) {
+			t.Errorf("stage %s: %d samples in %d stacks, alone %d in %d", specs[i].Name, res.Kept, len(res.Profile.Samples), alone.Kept, len(alone.Profile.Samples))
 		}
 	}
 }

@@ -112,13 +112,12 @@ func (a *aggregator) addBlocked(key stackKey, from, until uint64) {
 	}
 }
 
-// numLabels are the numeric labels of key's samples: its process and
-// thread, and with a timeline its slot.
-func (a *aggregator) numLabels(key stackKey) map[string][]int64 {
-	num := map[string][]int64{"pid": {int64(key.pid)}, "tid": {int64(key.tid)}}
+// numLabels are the numeric labels of key's samples, sorted by key: its
+// process and thread, and with a timeline its slot.
+func (a *aggregator) numLabels(key stackKey) []contract.NumLabel {
+	num := []contract.NumLabel{{Key: "pid", Value: int64(key.pid)}, {Key: "tid", Value: int64(key.tid)}}
 	if tl := a.timeline; tl != nil {
-		num[contract.SlotLabel] = []int64{int64(key.slot)}
-		num[contract.SlotWidthLabel] = []int64{1 << tl.shift}
+		num = append(num, contract.NumLabel{Key: contract.SlotLabel, Value: int64(key.slot)}, contract.NumLabel{Key: contract.SlotWidthLabel, Value: 1 << tl.shift})
 	}
 	return num
 }

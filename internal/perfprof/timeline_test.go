@@ -52,10 +52,10 @@ func TestTimeline(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := res.Profile.CheckValid(); err != nil {
+				if err := res.Profile.PProf().CheckValid(); err != nil {
 					t.Fatal(err)
 				}
-				return res.Profile
+				return res.Profile.PProf()
 			}
 			whole, split := run(false), run(true)
 

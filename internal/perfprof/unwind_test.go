@@ -291,7 +291,7 @@ func TestUnwindSynthetic(t *testing.T) {
 				want[strings.Join(names, ";")]++
 			}
 			got := map[string]int64{}
-			for _, s := range res.Profile.Sample {
+			for _, s := range res.Profile.PProf().Sample {
 				got[stackNames(s)] += s.Value[0]
 			}
 			for st, n := range want {
@@ -326,7 +326,7 @@ func BenchmarkUnwind(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if res.Unwound != samples || slices.ContainsFunc(res.Profile.Sample, func(s *profile.Sample) bool { return len(s.Location) != depth }) {
+				if res.Unwound != samples || slices.ContainsFunc(res.Profile.PProf().Sample, func(s *profile.Sample) bool { return len(s.Location) != depth }) {
 					b.Fatalf("%d of %d samples unwound, or not all %d frames deep", res.Unwound, samples, depth)
 				}
 			}

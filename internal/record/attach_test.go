@@ -118,7 +118,7 @@ func startJava(t *testing.T, stdout *strings.Builder, env []string, argv ...stri
 func workShare(t *testing.T, data string, pid int) (float64, int) {
 	t.Helper()
 	var work, all int
-	for _, s := range analyzeRecording(t, data).Profile.Sample {
+	for _, s := range analyzeRecording(t, data).Profile.PProf().Sample {
 		if p := s.NumLabel["pid"]; len(p) != 1 || p[0] != int64(pid) {
 			continue
 		}
@@ -206,7 +206,7 @@ func TestAttachJavaStarted(t *testing.T) {
 		t.Errorf("%+v, want %+v", res.Java, want)
 	}
 	var jvm int
-	for _, s := range analyzeRecording(t, data).Profile.Sample {
+	for _, s := range analyzeRecording(t, data).Profile.PProf().Sample {
 		if c := s.Label["comm"]; len(c) == 1 && c[0] == "java" {
 			jvm = int(s.NumLabel["pid"][0])
 		}

@@ -316,7 +316,7 @@ func TestTestJIT(t *testing.T) {
 	if ar.Kept != int(res.Samples) {
 		t.Errorf("jitprof report reads %d samples of %d", ar.Kept, res.Samples)
 	}
-	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile))
+	fixtures.CheckShares(t, tr, "jitprof report", fixtures.LeafCounts(ar.Profile.PProf()))
 
 	if _, total := fixtures.SymbolCounts(t, data, "-g", "none"); uint64(total) != res.Samples {
 		t.Errorf("perf report reads %d samples of %d", total, res.Samples)
@@ -394,7 +394,7 @@ func TestRuntimesWithoutFlags(t *testing.T) {
 			// would count as the workload's.)
 			jitted := fixtures.JITNames(t, ar.Dumps)
 			named := int64(0)
-			for _, s := range ar.Profile.Sample {
+			for _, s := range ar.Profile.PProf().Sample {
 				l := s.Location[0]
 				if l.Mapping != nil && slices.Contains(ar.Dumps, l.Mapping.File) && len(l.Line) > 0 && jitted[contract.PerfName(l.Line[len(l.Line)-1].Function)] {
 					named += s.Value[0]
@@ -454,7 +454,7 @@ func TestAttachNode(t *testing.T) {
 			// functions differently.
 			node.Process.Kill()
 			node.Wait()
-			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+			got := fixtures.LeafCounts(analyzeRecording(t, data).Profile.PProf())
 			js, builtins := 0, 0
 			for name, n := range got {
 				switch {

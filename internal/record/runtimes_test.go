@@ -37,7 +37,7 @@ func TestMono(t *testing.T) {
 	if len(maps) != 1 {
 		t.Fatalf("perf maps beside the recording: %q, want Mono's", maps)
 	}
-	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile.PProf())
 
 	// perf reads the map from /tmp only, where Mono left it.
 	tmp := filepath.Join("/tmp", filepath.Base(maps[0]))
@@ -117,7 +117,7 @@ func TestDeno(t *testing.T) {
 	if len(ar.Dumps) == 0 {
 		t.Fatal("no dump: DENO_V8_FLAGS did not reach V8")
 	}
-	got := fixtures.LeafCounts(ar.Profile)
+	got := fixtures.LeafCounts(ar.Profile.PProf())
 	js := map[string]int{}
 	for name, n := range got {
 		if v8, ok := runtimes.ParseV8Name(name); ok && (v8.Name == "hot" || v8.Name == "cold") {
@@ -158,7 +158,7 @@ func TestBun(t *testing.T) {
 	if len(ar.Dumps) != 1 || !regexp.MustCompile(`/jit-[0-9]+-[0-9]+\.dump$`).MatchString(ar.Dumps[0]) {
 		t.Fatalf("dumps %q, want JavaScriptCore's one in the recording's directory", ar.Dumps)
 	}
-	got := fixtures.LeafCounts(ar.Profile)
+	got := fixtures.LeafCounts(ar.Profile.PProf())
 	// JavaScriptCore names a function's code by its tier, its name and
 	// the hash of its source: "JSC-FTL: hot#A843bs".
 	jsc := regexp.MustCompile(`^JSC-[A-Za-z]+: (hot|cold)#`)
@@ -217,7 +217,7 @@ func TestMonoAttach(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("mono: %v", err)
 	}
-	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile)
+	got := fixtures.LeafCounts(analyzeRecording(t, data).Profile.PProf())
 	want, total := fixtures.SymbolCounts(t, data, "-g", "none")
 	named := 0
 	for name, n := range want {
