@@ -320,7 +320,7 @@ func TestFlameGraphNames(t *testing.T) {
 	// V8 names after a dot. Nameless ones keep V8's name, place and all.
 	cut := map[string]string{}
 	named := regexp.MustCompile(`^JS:[~^+*]?[^ ~^+*]`)
-	for _, fn := range res.Profile.Function {
+	for _, fn := range res.Profile.PProf().Function {
 		if named.MatchString(fn.SystemName) {
 			for i, c := range fn.SystemName {
 				if c == '.' {
@@ -332,7 +332,7 @@ func TestFlameGraphNames(t *testing.T) {
 	if len(cut) == 0 {
 		t.Fatal("the profile has no named JavaScript function")
 	}
-	srv := serveTest(t, res.Profile, Options{})
+	srv := serveTest(t, res.Profile.PProf(), Options{})
 
 	page := get(t, srv.at("/ui/flamegraph"))
 	if m := regexp.MustCompile(`id="details">([^<]*)<`).FindStringSubmatch(page); m == nil || !strings.HasPrefix(m[1], "node ") {
