@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/atomicfile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // Format is a kind of output.
@@ -105,7 +106,7 @@ func writeOne(w io.Writer, f Format, p *profile.Profile, o Options) error {
 	case FormatHTML:
 		return HTML(w, p, o)
 	case FormatPProf:
-		return writePProf(w, p)
+		return writePProf(w, contract.FromPProf(p))
 	}
 	return fmt.Errorf("report: %s is not a stream format", f)
 }

@@ -5,41 +5,40 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"io"
-	"maps"
-	"slices"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
-// writePProf writes p as profile.Write does, byte for byte, one message at
-// a time. profile.Write encodes the whole profile into one buffer before
-// compressing it, a buffer copied over and over as it grows: 240 MB for
-// 1,000 distinct stacks 8,000 deep, several times that allocated, on top
-// of the profile. TestPProfLikeWrite holds the two to the same bytes.
+// writePProf writes p as profile.Write writes p.PProf(), byte for byte, one
+// message at a time, without pprof's objects (about 470 bytes a function
+// at a million functions). profile.Write also encodes the whole profile
+// into one buffer before compressing it, a buffer copied over and over as
+// it grows: 240 MB for 1,000 distinct stacks 8,000 deep. TestPProfLikeWrite
+// holds the two to the same bytes.
 //
 // profile.proto puts the string table after the messages that refer to it,
 // so the strings are numbered first, in the order profile.Write numbers
 // them, and written last.
-func writePProf(w io.Writer, p *profile.Profile) error {
-	e := pprofEncoder{index: map[string]int64{"": 0}, table: []string{""}}
-	e.number(p)
+func writePProf(w io.Writer, p *contract.Profile) error {
+	e := pprofEncoder{p: p, index: map[string]int64{"": 0}, table: []string{""}, numbered: make([]int32, len(p.Strings))}
+	e.number()
 
 	zw := gzip.NewWriter(w)
 	e.w = bufio.NewWriterSize(zw, 64<<10)
 	for _, st := range p.SampleType {
 		e.valueType(1, st)
 	}
-	for _, s := range p.Sample {
-		e.sample(s)
+	for i := range p.Samples {
+		e.sample(i)
 	}
-	for _, m := range p.Mapping {
-		e.mapping(m)
+	for i := range p.Mappings {
+		e.mapping(i)
 	}
-	for _, l := range p.Location {
-		e.location(l)
+	for i := range p.Locations {
+		e.location(i)
 	}
-	for _, f := range p.Function {
-		e.function(f)
+	for i := range p.Functions {
+		e.function(i)
 	}
 	for _, s := range e.table {
 		e.top = appendTag(e.top[:0], 6, 2)
@@ -47,24 +46,15 @@ func writePProf(w io.Writer, p *profile.Profile) error {
 		e.w.Write(e.top)
 		e.w.WriteString(s)
 	}
-	b := e.top[:0]
-	b = appendInt64Opt(b, 7, e.index[p.DropFrames])
-	b = appendInt64Opt(b, 8, e.index[p.KeepFrames])
-	b = appendInt64Opt(b, 9, p.TimeNanos)
-	b = appendInt64Opt(b, 10, p.DurationNanos)
+	// No drop or keep frames (7, 8), no time (9).
+	b := appendInt64Opt(e.top[:0], 10, p.DurationNanos)
 	e.w.Write(b)
-	if pt := p.PeriodType; pt != nil && (e.index[pt.Type] != 0 || e.index[pt.Unit] != 0) {
+	if pt := p.PeriodType; e.index[pt.Type] != 0 || e.index[pt.Unit] != 0 {
 		e.valueType(11, pt)
 	}
 	b = appendInt64Opt(e.top[:0], 12, p.Period)
-	comments := make([]int64, len(p.Comments))
-	for i, c := range p.Comments {
-		comments[i] = e.index[c]
-	}
-	b = appendInt64s(b, 13, comments)
 	b = appendTag(b, 14, 0)
 	b = binary.AppendUvarint(b, uint64(e.index[p.DefaultSampleType]))
-	b = appendInt64Opt(b, 15, e.index[p.DocURL])
 	e.w.Write(b)
 	if err := e.w.Flush(); err != nil {
 		zw.Close()
@@ -75,59 +65,61 @@ func writePProf(w io.Writer, p *profile.Profile) error {
 
 // A pprofEncoder writes a profile's messages to w, each encoded in msg.
 type pprofEncoder struct {
-	w     *bufio.Writer
-	index map[string]int64 // of the string table
-	table []string
-	msg   []byte // the message being encoded
-	sub   []byte // a message within it
-	top   []byte // fields of the profile itself
-	keys  []string
+	p *contract.Profile
+	w *bufio.Writer
+	// The string table written: the strings outside p.Strings (sample
+	// types, labels, ...) by index, and p's by number, in numbered
+	// (index + 1; 0 until numbered). p.Strings holds a string once, so
+	// no map of a million function names is needed to tell them apart.
+	index    map[string]int64
+	numbered []int32
+	table    []string
+	msg      []byte // the message being encoded
+	sub      []byte // a message within it
+	top      []byte // fields of the profile itself
 }
 
 // number numbers p's strings in profile.Write's order.
-func (e *pprofEncoder) number(p *profile.Profile) {
+func (e *pprofEncoder) number() {
+	p := e.p
 	for _, st := range p.SampleType {
 		e.add(st.Type)
 		e.add(st.Unit)
 	}
-	for _, s := range p.Sample {
-		for _, k := range e.sorted(s.Label) {
-			for _, v := range s.Label[k] {
-				e.add(k)
-				e.add(v)
-			}
+	// A label set's strings are numbered where a sample first has it.
+	seen := make([]bool, len(p.LabelSets))
+	for _, s := range p.Samples {
+		if s.Labels == 0 || seen[s.Labels-1] {
+			continue
 		}
-		for _, k := range e.sortedNum(s.NumLabel) {
-			e.add(k)
-			if units := s.NumUnit[k]; len(units) != 0 {
-				for i := range s.NumLabel[k] {
-					e.add(unitOf(units, i))
-				}
-			}
+		seen[s.Labels-1] = true
+		ls := &p.LabelSets[s.Labels-1]
+		for _, l := range ls.Str {
+			e.add(l.Key)
+			e.add(l.Value)
+		}
+		// pprof writes the units of a key any of whose values has one,
+		// "" for those without: the empty string, numbered 0 already.
+		for _, l := range ls.Num {
+			e.add(l.Key)
+			e.add(l.Unit)
 		}
 	}
-	for _, m := range p.Mapping {
-		e.add(m.File)
-		e.add(m.BuildID)
+	for _, m := range p.Mappings {
+		e.addID(m.File)
+		e.addID(m.BuildID)
 	}
-	for _, f := range p.Function {
-		e.add(f.Name)
-		e.add(f.SystemName)
-		e.add(f.Filename)
+	for _, f := range p.Functions {
+		e.addID(f.Name)
+		e.addID(f.SystemName)
+		e.addID(f.Filename)
 	}
-	e.add(p.DropFrames)
-	e.add(p.KeepFrames)
-	if pt := p.PeriodType; pt != nil {
-		e.add(pt.Type)
-		e.add(pt.Unit)
-	}
-	for _, c := range p.Comments {
-		e.add(c)
-	}
-	e.add(p.DefaultSampleType)
-	e.add(p.DocURL)
+	e.addLate(p.PeriodType.Type)
+	e.addLate(p.PeriodType.Unit)
+	e.addLate(p.DefaultSampleType)
 }
 
+// add numbers s, a string other than p's, before p's strings are numbered.
 func (e *pprofEncoder) add(s string) {
 	if _, ok := e.index[s]; !ok {
 		e.index[s] = int64(len(e.table))
@@ -135,28 +127,36 @@ func (e *pprofEncoder) add(s string) {
 	}
 }
 
-// sorted returns the keys of m in order, in e.keys.
-func (e *pprofEncoder) sorted(m map[string][]string) []string {
-	e.keys = slices.AppendSeq(e.keys[:0], maps.Keys(m))
-	slices.Sort(e.keys)
-	return e.keys
-}
-
-// sortedNum returns the keys of m in order, in e.keys.
-func (e *pprofEncoder) sortedNum(m map[string][]int64) []string {
-	e.keys = slices.AppendSeq(e.keys[:0], maps.Keys(m))
-	slices.Sort(e.keys)
-	return e.keys
-}
-
-// unitOf returns the unit of a sample's numeric label i, or "" where
-// profile.Write would fail on a list of units shorter than the values.
-func unitOf(units []string, i int) string {
-	if i < len(units) {
-		return units[i]
+// addLate numbers s after p's strings, which may hold it numbered.
+func (e *pprofEncoder) addLate(s string) {
+	if _, ok := e.index[s]; ok {
+		return
 	}
-	return ""
+	for id, t := range e.p.Strings {
+		if t == s && e.numbered[id] != 0 {
+			e.index[s] = int64(e.numbered[id] - 1)
+			return
+		}
+	}
+	e.add(s)
 }
+
+// addID numbers string id of p.
+func (e *pprofEncoder) addID(id uint32) {
+	if e.numbered[id] != 0 {
+		return
+	}
+	s := e.p.Strings[id]
+	i, ok := e.index[s]
+	if !ok {
+		i = int64(len(e.table))
+		e.table = append(e.table, s)
+	}
+	e.numbered[id] = int32(i + 1)
+}
+
+// of returns the index of string id of p.
+func (e *pprofEncoder) of(id uint32) int64 { return int64(e.numbered[id] - 1) }
 
 // label appends a sample's label to b: keyX, strX, numX and unitX as
 // profile.Write sets them.
@@ -178,57 +178,54 @@ func (e *pprofEncoder) flush(tag int) {
 	e.w.Write(e.msg)
 }
 
-func (e *pprofEncoder) valueType(tag int, vt *profile.ValueType) {
+func (e *pprofEncoder) valueType(tag int, vt contract.ValueType) {
 	e.msg = appendInt64Opt(e.msg[:0], 1, e.index[vt.Type])
 	e.msg = appendInt64Opt(e.msg, 2, e.index[vt.Unit])
 	e.flush(tag)
 }
 
-func (e *pprofEncoder) sample(s *profile.Sample) {
+func (e *pprofEncoder) sample(i int) {
+	s := &e.p.Samples[i]
+	stack := e.p.Stack(s)
 	b := e.msg[:0]
-	if len(s.Location) > 2 {
+	if len(stack) > 2 {
 		n := 0
-		for _, l := range s.Location {
-			n += varintLen(l.ID)
+		for _, id := range stack {
+			n += varintLen(uint64(id))
 		}
 		b = appendTag(b, 1, 2)
 		b = binary.AppendUvarint(b, uint64(n))
-		for _, l := range s.Location {
-			b = binary.AppendUvarint(b, l.ID)
+		for _, id := range stack {
+			b = binary.AppendUvarint(b, uint64(id))
 		}
 	} else {
-		for _, l := range s.Location {
+		for _, id := range stack {
 			b = appendTag(b, 1, 0)
-			b = binary.AppendUvarint(b, l.ID)
+			b = binary.AppendUvarint(b, uint64(id))
 		}
 	}
-	b = appendInt64s(b, 2, s.Value)
-	for _, k := range e.sorted(s.Label) {
-		for _, v := range s.Label[k] {
-			b = e.label(b, e.index[k], e.index[v], 0, 0)
+	b = appendInt64s(b, 2, e.p.Value(i))
+	if s.Labels != 0 {
+		ls := &e.p.LabelSets[s.Labels-1]
+		for _, l := range ls.Str {
+			b = e.label(b, e.index[l.Key], e.index[l.Value], 0, 0)
 		}
-	}
-	for _, k := range e.sortedNum(s.NumLabel) {
-		units := s.NumUnit[k]
-		for i, v := range s.NumLabel[k] {
-			var unit int64
-			if len(units) != 0 {
-				unit = e.index[unitOf(units, i)]
-			}
-			b = e.label(b, e.index[k], 0, v, unit)
+		for _, l := range ls.Num {
+			b = e.label(b, e.index[l.Key], 0, l.Value, e.index[l.Unit])
 		}
 	}
 	e.msg = b
 	e.flush(2)
 }
 
-func (e *pprofEncoder) mapping(m *profile.Mapping) {
-	b := appendUint64Opt(e.msg[:0], 1, m.ID)
+func (e *pprofEncoder) mapping(i int) {
+	m := &e.p.Mappings[i]
+	b := appendUint64Opt(e.msg[:0], 1, uint64(i+1))
 	b = appendUint64Opt(b, 2, m.Start)
 	b = appendUint64Opt(b, 3, m.Limit)
 	b = appendUint64Opt(b, 4, m.Offset)
-	b = appendInt64Opt(b, 5, e.index[m.File])
-	b = appendInt64Opt(b, 6, e.index[m.BuildID])
+	b = appendInt64Opt(b, 5, e.of(m.File))
+	b = appendInt64Opt(b, 6, e.of(m.BuildID))
 	b = appendBoolOpt(b, 7, m.HasFunctions)
 	b = appendBoolOpt(b, 8, m.HasFilenames)
 	b = appendBoolOpt(b, 9, m.HasLineNumbers)
@@ -237,17 +234,13 @@ func (e *pprofEncoder) mapping(m *profile.Mapping) {
 	e.flush(3)
 }
 
-func (e *pprofEncoder) location(l *profile.Location) {
-	b := appendUint64Opt(e.msg[:0], 1, l.ID)
-	if l.Mapping != nil {
-		b = appendUint64Opt(b, 2, l.Mapping.ID)
-	}
+func (e *pprofEncoder) location(i int) {
+	l := &e.p.Locations[i]
+	b := appendUint64Opt(e.msg[:0], 1, uint64(i+1))
+	b = appendUint64Opt(b, 2, uint64(l.Mapping))
 	b = appendUint64Opt(b, 3, l.Address)
-	for _, ln := range l.Line {
-		e.sub = e.sub[:0]
-		if ln.Function != nil {
-			e.sub = appendUint64Opt(e.sub, 1, ln.Function.ID)
-		}
+	for _, ln := range e.p.LinesOf(l) {
+		e.sub = appendUint64Opt(e.sub[:0], 1, uint64(ln.Function))
 		e.sub = appendInt64Opt(e.sub, 2, ln.Line)
 		e.sub = appendInt64Opt(e.sub, 3, ln.Column)
 		b = appendTag(b, 4, 2)
@@ -259,11 +252,12 @@ func (e *pprofEncoder) location(l *profile.Location) {
 	e.flush(4)
 }
 
-func (e *pprofEncoder) function(f *profile.Function) {
-	b := appendUint64Opt(e.msg[:0], 1, f.ID)
-	b = appendInt64Opt(b, 2, e.index[f.Name])
-	b = appendInt64Opt(b, 3, e.index[f.SystemName])
-	b = appendInt64Opt(b, 4, e.index[f.Filename])
+func (e *pprofEncoder) function(i int) {
+	f := &e.p.Functions[i]
+	b := appendUint64Opt(e.msg[:0], 1, uint64(i+1))
+	b = appendInt64Opt(b, 2, e.of(f.Name))
+	b = appendInt64Opt(b, 3, e.of(f.SystemName))
+	b = appendInt64Opt(b, 4, e.of(f.Filename))
 	b = appendInt64Opt(b, 5, f.StartLine)
 	e.msg = b
 	e.flush(5)

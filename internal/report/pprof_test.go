@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // everyField is a profile with every field profile.proto has set, some of
@@ -50,37 +51,53 @@ func TestPProfLikeWrite(t *testing.T) {
 		},
 	}
 	for name, mk := range profiles {
+		p := contract.FromPProf(mk())
 		var want, got bytes.Buffer
-		if err := mk().Write(&want); err != nil {
+		if err := p.PProf().Write(&want); err != nil {
 			t.Fatal(err)
 		}
-		if err := writePProf(&got, mk()); err != nil {
+		if err := writePProf(&got, p); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Errorf("%s: %d bytes differ from profile.Write's %d", name, got.Len(), want.Len())
 		}
 	}
-	// Where profile.Write would fail, indexing units past their end, the
-	// units that are there are kept.
-	p := processes()
-	p.Sample[1].NumLabel = map[string][]int64{"short": {1, 2}}
-	p.Sample[1].NumUnit = map[string][]string{"short": {"s"}}
-	var b bytes.Buffer
-	if err := writePProf(&b, p); err != nil {
+	// A string of the profile's own numbered after them, and one of its
+	// strings no record uses.
+	p := contract.FromPProf(processes())
+	p.PeriodType.Unit = p.String(p.Functions[0].Name)
+	p.Strings = append(p.Strings, "unused")
+	var want, got bytes.Buffer
+	if err := p.PProf().Write(&want); err != nil {
 		t.Fatal(err)
 	}
-	p, err := profile.Parse(&b)
+	if err := writePProf(&got, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Errorf("late and unused strings: %d bytes differ from profile.Write's %d", got.Len(), want.Len())
+	}
+	// Where profile.Write would fail, indexing units past their end, the
+	// units that are there are kept.
+	pp := processes()
+	pp.Sample[1].NumLabel = map[string][]int64{"short": {1, 2}}
+	pp.Sample[1].NumUnit = map[string][]string{"short": {"s"}}
+	var b bytes.Buffer
+	if err := writePProf(&b, contract.FromPProf(pp)); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(&b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Sample[1].NumUnit["short"]; len(got) != 2 || got[0] != "s" || got[1] != "" {
+	if got := pp.Sample[1].NumUnit["short"]; len(got) != 2 || got[0] != "s" || got[1] != "" {
 		t.Errorf("units %q, want [s \"\"]", got)
 	}
 }
 
 func BenchmarkScalePProf(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return writePProf(io.Discard, p) })
+	benchmarkScale(b, func(p *profile.Profile) error { return writePProf(io.Discard, contract.FromPProf(p)) })
 }
 
 func BenchmarkScalePProfWrite(b *testing.B) {
