@@ -46,10 +46,8 @@ func TestFrames(t *testing.T) {
 	jit := func(start, size, index uint64) *profile.Mapping {
 		return &profile.Mapping{File: path, BuildID: contract.JITBuildID, Start: start, Limit: start + size, Offset: index}
 	}
-	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 0x30, outer)}})
-	defer tool.Close()
 	outerOwn := func(line int) Frame { return Frame{Name: "JS:*outer " + x + ":1:15", File: x, Line: line} }
-	for _, tc := range []struct {
+	tests := []struct {
 		name string
 		m    *profile.Mapping
 		addr uint64
@@ -62,31 +60,36 @@ func TestFrames(t *testing.T) {
 			{Name: "JS:*outer " + x + ":1:15", File: x, Line: 1, AtStart: true}}},
 		{"an inline record", jit(0x3000, 0x20, root), 0x3010, []Frame{
 			{Name: "mid", File: "mid.src", Line: 20}, {Name: "root", File: "root.src", Line: 10}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fn, ok, err := tool.FuncAt(tc.m, tc.addr)
-			if !ok || err != nil {
-				t.Fatalf("FuncAt(%#x) = %v, %v", tc.addr, ok, err)
-			}
-			if got := fn.Frames(tc.addr); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("Frames(%#x) = %+v\nwant %+v", tc.addr, got, tc.want)
-			}
-			obj, err := tool.Open(path, 0, 0, 0, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []driver.Frame
-			for _, fr := range tc.want {
-				name := fr.Name
-				if fr.Inferred {
-					name += contract.InferredSuffix
+	}
+	for _, form := range forms {
+		tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 0x30, outer)}})
+		defer tool.Close()
+		for _, tc := range tests {
+			t.Run(form.name+"/"+tc.name, func(t *testing.T) {
+				fn, ok, err := form.funcAt(tool, tc.m, tc.addr)
+				if !ok || err != nil {
+					t.Fatalf("FuncAt(%#x) = %v, %v", tc.addr, ok, err)
 				}
-				want = append(want, driver.Frame{Func: name, File: fr.File, Line: fr.Line})
-			}
-			if got, err := obj.SourceLine(tc.addr); err != nil || !reflect.DeepEqual(got, want) {
-				t.Errorf("SourceLine(%#x) = %+v, %v\nwant %+v", tc.addr, got, err, want)
-			}
-		})
+				if got := fn.Frames(tc.addr); !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("Frames(%#x) = %+v\nwant %+v", tc.addr, got, tc.want)
+				}
+				obj, err := tool.Open(path, 0, 0, 0, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []driver.Frame
+				for _, fr := range tc.want {
+					name := fr.Name
+					if fr.Inferred {
+						name += contract.InferredSuffix
+					}
+					want = append(want, driver.Frame{Func: name, File: fr.File, Line: fr.Line})
+				}
+				if got, err := obj.SourceLine(tc.addr); err != nil || !reflect.DeepEqual(got, want) {
+					t.Errorf("SourceLine(%#x) = %+v, %v\nwant %+v", tc.addr, got, err, want)
+				}
+			})
+		}
 	}
 }
 
@@ -97,13 +100,15 @@ func TestNoCode(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1000 10 foo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tool := New(nil, &profile.Profile{})
-	defer tool.Close()
-	fn, ok, err := tool.FuncAt(&profile.Mapping{File: path}, 0x1004)
-	if !ok || err != nil {
-		t.Fatalf("FuncAt = %v, %v", ok, err)
-	}
-	if _, _, err := fn.Code(); !errors.Is(err, ErrNoCode) {
-		t.Errorf("Code of a perf map's function: %v, want ErrNoCode", err)
+	for _, form := range forms {
+		tool := form.tool(&profile.Profile{})
+		defer tool.Close()
+		fn, ok, err := form.funcAt(tool, &profile.Mapping{File: path}, 0x1004)
+		if !ok || err != nil {
+			t.Fatalf("%s: FuncAt = %v, %v", form.name, ok, err)
+		}
+		if _, _, err := fn.Code(); !errors.Is(err, ErrNoCode) {
+			t.Errorf("%s: Code of a perf map's function: %v, want ErrNoCode", form.name, err)
+		}
 	}
 }

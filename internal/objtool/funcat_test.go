@@ -4,6 +4,7 @@ import (
 	"github.com/jitprof/jitprof/internal/contract"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -34,8 +35,6 @@ func TestFuncAtJIT(t *testing.T) {
 	jit := func(start, size, index uint64) *profile.Mapping {
 		return &profile.Mapping{File: path, BuildID: contract.JITBuildID, Start: start, Limit: start + size, Offset: index}
 	}
-	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 3, a)}})
-	defer tool.Close()
 	tests := []struct {
 		name       string
 		m          *profile.Mapping
@@ -52,30 +51,34 @@ func TestFuncAtJIT(t *testing.T) {
 		{"a code_index never placed there", jit(0x2000, 3, a), 0x2000, "", 0, 0, "", 0},
 		{"an unknown code_index", jit(0x1000, 3, 42), 0x1000, "", 0, 0, "", 0},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			fn, ok, err := tool.FuncAt(tc.m, tc.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				if tc.want != "" {
-					t.Fatalf("nothing at %#x, want %s", tc.addr, tc.want)
+	for _, form := range forms {
+		tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{jit(0x1000, 3, a)}})
+		defer tool.Close()
+		for _, tc := range tests {
+			t.Run(form.name+"/"+tc.name, func(t *testing.T) {
+				fn, ok, err := form.funcAt(tool, tc.m, tc.addr)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end || fn.CodeIndex != tc.m.Offset {
-				t.Errorf("FuncAt = %s [%#x, %#x) index %d, want %s [%#x, %#x) index %d", fn.Name, fn.Start, fn.End, fn.CodeIndex, tc.want, tc.start, tc.end, tc.m.Offset)
-			}
-			code, _, err := fn.Code()
-			if err != nil || string(code) != tc.code {
-				t.Errorf("Code = %x, %v; want %x", code, err, tc.code)
-			}
-			frames := fn.Frames(tc.addr)
-			if len(frames) != 1 || frames[0].Name != tc.want || frames[0].Line != tc.line || frames[0].AtStart {
-				t.Errorf("Frames(%#x) = %+v; want %s at line %d", tc.addr, frames, tc.want, tc.line)
-			}
-		})
+				if !ok {
+					if tc.want != "" {
+						t.Fatalf("nothing at %#x, want %s", tc.addr, tc.want)
+					}
+					return
+				}
+				if fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end || fn.CodeIndex != tc.m.Offset {
+					t.Errorf("FuncAt = %s [%#x, %#x) index %d, want %s [%#x, %#x) index %d", fn.Name, fn.Start, fn.End, fn.CodeIndex, tc.want, tc.start, tc.end, tc.m.Offset)
+				}
+				code, _, err := fn.Code()
+				if err != nil || string(code) != tc.code {
+					t.Errorf("Code = %x, %v; want %x", code, err, tc.code)
+				}
+				frames := fn.Frames(tc.addr)
+				if len(frames) != 1 || frames[0].Name != tc.want || frames[0].Line != tc.line || frames[0].AtStart {
+					t.Errorf("Frames(%#x) = %+v; want %s at line %d", tc.addr, frames, tc.want, tc.line)
+				}
+			})
+		}
 	}
 }
 
@@ -85,17 +88,19 @@ func TestFuncAtPerfMap(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1000 10 foo\n1010 20 bar baz\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tool := New(nil, &profile.Profile{})
-	defer tool.Close()
 	m := &profile.Mapping{File: path}
-	for _, tc := range []struct {
-		addr       uint64
-		want       string
-		start, end uint64
-	}{{0x1000, "foo", 0x1000, 0x1010}, {0x102f, "bar baz", 0x1010, 0x1030}, {0x1030, "", 0, 0}} {
-		fn, ok, err := tool.FuncAt(m, tc.addr)
-		if err != nil || ok != (tc.want != "") || fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end {
-			t.Errorf("FuncAt(%#x) = %+v, %v, %v; want %s [%#x, %#x)", tc.addr, fn, ok, err, tc.want, tc.start, tc.end)
+	for _, form := range forms {
+		tool := form.tool(&profile.Profile{})
+		defer tool.Close()
+		for _, tc := range []struct {
+			addr       uint64
+			want       string
+			start, end uint64
+		}{{0x1000, "foo", 0x1000, 0x1010}, {0x102f, "bar baz", 0x1010, 0x1030}, {0x1030, "", 0, 0}} {
+			fn, ok, err := form.funcAt(tool, m, tc.addr)
+			if err != nil || ok != (tc.want != "") || fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end {
+				t.Errorf("%s: FuncAt(%#x) = %+v, %v, %v; want %s [%#x, %#x)", form.name, tc.addr, fn, ok, err, tc.want, tc.start, tc.end)
+			}
 		}
 	}
 }
@@ -104,15 +109,39 @@ func TestFuncAtPerfMap(t *testing.T) {
 // dump that cannot be read is an error naming it.
 func TestFuncAtNotJIT(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "jit-2.dump")
-	tool := New(nil, &profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: contract.JITBuildID}}})
-	defer tool.Close()
-	if _, ok, err := tool.FuncAt(nil, 0x1000); ok || err != nil {
-		t.Errorf("FuncAt(nil mapping) = %v, %v", ok, err)
+	for _, form := range forms {
+		tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: contract.JITBuildID}}})
+		defer tool.Close()
+		if _, ok, err := form.funcAt(tool, nil, 0x1000); ok || err != nil {
+			t.Errorf("%s: FuncAt(nil mapping) = %v, %v", form.name, ok, err)
+		}
+		if _, ok, err := form.funcAt(tool, &profile.Mapping{File: contract.OffCPUFile}, 0x1000); ok || err != nil {
+			t.Errorf("%s: FuncAt(off-CPU mapping) = %v, %v", form.name, ok, err)
+		}
+		if _, _, err := form.funcAt(tool, &profile.Mapping{File: missing, BuildID: contract.JITBuildID}, 0x1000); err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("%s: a missing dump gave %v, want an error naming it", form.name, err)
+		}
+		if _, _, err := form.funcAt(tool, &profile.Mapping{File: filepath.Join(t.TempDir(), "perf-3.map")}, 0x1000); err == nil {
+			t.Errorf("%s: a missing perf map gave no error", form.name)
+		}
 	}
-	if _, _, err := tool.FuncAt(&profile.Mapping{File: missing, BuildID: contract.JITBuildID}, 0x1000); err == nil {
-		t.Errorf("a missing dump gave no error")
-	}
-	if _, _, err := tool.FuncAt(&profile.Mapping{File: filepath.Join(t.TempDir(), "perf-3.map")}, 0x1000); err == nil {
-		t.Errorf("a missing perf map gave no error")
-	}
+}
+
+// forms are the tool's two entry points, for pprof's profiles and for
+// profiles in columns (contract.FromPProf of the same): tests hold both to
+// the same answers.
+var forms = []struct {
+	name   string
+	tool   func(*profile.Profile) *Tool
+	funcAt func(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error)
+}{
+	{"pprof", func(p *profile.Profile) *Tool { return New(nil, p) }, (*Tool).FuncAt},
+	{"columns", func(p *profile.Profile) *Tool { return ForProfiles(nil, contract.FromPProf(p)) },
+		func(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error) {
+			p := contract.FromPProf(&profile.Profile{Mapping: []*profile.Mapping{m}})
+			if m == nil {
+				return t.FuncIn(p, nil, addr)
+			}
+			return t.FuncIn(p, &p.Mappings[0], addr)
+		}},
 }

@@ -59,6 +59,21 @@ func New(files *contract.Files, ps ...*profile.Profile) *Tool {
 	return t
 }
 
+// ForProfiles is New for profiles in columns, as perfprof hands them over.
+func ForProfiles(files *contract.Files, ps ...*contract.Profile) *Tool {
+	dumps := make(map[string]*dumpindex.Dump)
+	for _, p := range ps {
+		for i := range p.Mappings {
+			if m := &p.Mappings[i]; p.MappingKind(m) == contract.JIT {
+				dumps[p.String(m.File)] = nil
+			}
+		}
+	}
+	t := newTool(dumps)
+	t.files = files
+	return t
+}
+
 // newTool returns the tool for the given dumps, by path; nil ones are read
 // when first needed.
 func newTool(dumps map[string]*dumpindex.Dump) *Tool {
@@ -131,39 +146,62 @@ var ErrNoCode = errors.New("no code to show")
 // table, a kernel symbol by /proc/kallsyms, a perf map's entry by the map.
 // It returns false when nothing there names addr.
 func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
-	switch {
-	case m == nil, m.File == contract.OffCPUFile:
+	if m == nil {
 		return Func{}, false, nil
-	case m.BuildID == contract.JITBuildID:
-		jf, err := t.jitFile(m.File)
+	}
+	return t.funcAt(mapping{file: m.File, buildID: m.BuildID, start: m.Start, limit: m.Limit, offset: m.Offset}, addr)
+}
+
+// FuncIn is FuncAt for mapping m of p, a profile in columns; m may be nil
+// (a location of no mapping).
+func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Func, bool, error) {
+	if m == nil {
+		return Func{}, false, nil
+	}
+	return t.funcAt(mapping{file: p.String(m.File), buildID: p.String(m.BuildID), start: m.Start, limit: m.Limit, offset: m.Offset}, addr)
+}
+
+// mapping is what FuncAt reads of a profile's mapping, whichever form the
+// profile has.
+type mapping struct {
+	file, buildID        string
+	start, limit, offset uint64
+}
+
+func (t *Tool) funcAt(m mapping, addr uint64) (Func, bool, error) {
+	switch {
+	case m.file == contract.OffCPUFile:
+		return Func{}, false, nil
+	case m.buildID == contract.JITBuildID:
+		jf, err := t.jitFile(m.file)
 		if err != nil || jf == nil {
 			return Func{}, false, err
 		}
-		p := jf.placedAt(m.Offset, m.Start)
+		p := jf.placedAt(m.offset, m.start)
 		if p == nil || addr < p.addr || addr >= p.end() {
 			return Func{}, false, nil
 		}
 		return Func{Name: p.fn.Name, Start: p.addr, End: p.end(), CodeIndex: p.fn.CodeIndex, jit: p}, true, nil
-	case m.File == contract.KernelFile:
+	case m.file == contract.KernelFile:
 		kt, err := t.kernelTable()
 		if err != nil {
 			return Func{}, false, err
 		}
 		s, ok := kt.Lookup(addr)
 		return Func{Name: s.Name, Start: s.Start, End: s.End, noCode: "kernel code, which a recording does not hold"}, ok, nil
-	case contract.IsPerfMap(m.File):
-		pt, err := t.perfMap(m.File)
+	case contract.IsPerfMap(m.file):
+		pt, err := t.perfMap(m.file)
 		if err != nil {
 			return Func{}, false, err
 		}
 		e, ok := pt.Lookup(addr)
 		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size, noCode: "named by a perf map, which holds no code"}, ok, nil
 	}
-	ef, err := t.elfFile(m.File)
+	ef, err := t.elfFile(m.file)
 	if err != nil {
 		return Func{}, false, err
 	}
-	mf, err := ef.mapped(m.Start, m.Limit, m.Offset)
+	mf, err := ef.mapped(m.start, m.limit, m.offset)
 	if err != nil {
 		return Func{}, false, err
 	}
