@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/archive"
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/report"
@@ -324,9 +324,9 @@ parts of the run on their own: by time, or as the program marked them.`,
 			}
 			opts.Files = samples.opts.Files
 			names := make([]string, len(results))
-			profiles := make([]*profile.Profile, len(results))
+			profiles := make([]*contract.Profile, len(results))
 			for i, res := range results {
-				profiles[i] = res.Profile.PProf()
+				profiles[i] = res.Profile
 				if len(specs) > 0 {
 					names[i] = specs[i].Name
 				}
@@ -334,7 +334,7 @@ parts of the run on their own: by time, or as the program marked them.`,
 			if httpAddr != "" {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				return webui.Serve(ctx, profiles[0], webui.Options{
+				return webui.Serve(ctx, profiles[0].PProf(), webui.Options{
 					HostPort: httpAddr, OpenBrowser: !noBrowser && browserCanStart(), Files: samples.opts.Files,
 					SourceDir: sourceDir, Warn: samples.opts.Warn,
 					Ready: func(url string) {

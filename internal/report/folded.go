@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // Folded writes p to w as folded stacks, one line per distinct stack with
@@ -15,7 +15,7 @@ import (
 // Of o, it uses Value and CommRoot, and checks the rest as CheckOptions
 // does. Stacks whose value is zero are left
 // out: a flame graph would not show them.
-func Folded(w io.Writer, p *profile.Profile, o Options) error {
+func Folded(w io.Writer, p *contract.Profile, o Options) error {
 	if err := CheckOptions(o); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/contract"
 )
@@ -75,7 +74,7 @@ func (f Format) CheckOutput(out string) error {
 // HTML as one page that offers a choice of stage. A
 // directory format writes into the directory out, which is created, one
 // histogram file per stage. It returns the files written.
-func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile.Profile, o Options) ([]string, error) {
+func Write(f Format, out string, stdout io.Writer, names []string, ps []*contract.Profile, o Options) ([]string, error) {
 	if err := f.CheckOutput(out); err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func Write(f Format, out string, stdout io.Writer, names []string, ps []*profile
 }
 
 // writeOne writes one profile in the stream format f.
-func writeOne(w io.Writer, f Format, p *profile.Profile, o Options) error {
+func writeOne(w io.Writer, f Format, p *contract.Profile, o Options) error {
 	switch f {
 	case FormatText:
 		return Text(w, p, o)
@@ -106,12 +105,12 @@ func writeOne(w io.Writer, f Format, p *profile.Profile, o Options) error {
 	case FormatHTML:
 		return HTML(w, p, o)
 	case FormatPProf:
-		return writePProf(w, contract.FromPProf(p))
+		return writePProf(w, p)
 	}
 	return fmt.Errorf("report: %s is not a stream format", f)
 }
 
-func writeStages(w io.Writer, f Format, names []string, ps []*profile.Profile, o Options) error {
+func writeStages(w io.Writer, f Format, names []string, ps []*contract.Profile, o Options) error {
 	if len(ps) == 1 {
 		return writeOne(w, f, ps[0], o)
 	}

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/gmon"
@@ -47,14 +45,14 @@ type incarnation struct {
 // Functions are named as the report names them (demangled); where each
 // starts, how long it is and which code_index it was comes from the files
 // the profiles' mappings name.
-func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program, []*gmon.Profile, error) {
-	tool := objtool.New(files, ps...)
+func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program, []*gmon.Profile, error) {
+	tool := objtool.ForProfiles(files, ps...)
 	defer tool.Close()
 	// Functions are most of the incarnations: sized for them, the symbols
 	// are not copied over and over as they grow.
 	functions := 0
 	for _, p := range ps {
-		functions += len(p.Function)
+		functions += len(p.Functions)
 	}
 	prog := &gmon.Program{Symbols: make([]gmon.Symbol, 0, functions)}
 	index := make(map[incarnation]int32, functions)
@@ -68,25 +66,30 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 		}
 		return int(i)
 	}
-	// framesOf returns the places of loc, innermost first: the methods
-	// inlined there, each a symbol of its own in the function's
-	// incarnation at the same offset, then the function.
+	// framesOf returns the places of loc, a location of p, innermost
+	// first: the methods inlined there, each a symbol of its own in the
+	// function's incarnation at the same offset, then the function.
 	var pcs []gmon.PC
-	framesOf := func(loc *profile.Location) ([]gmon.PC, error) {
+	framesOf := func(p *contract.Profile, loc *contract.Location) ([]gmon.PC, error) {
 		pcs = pcs[:0]
-		if len(loc.Line) == 0 {
+		lines := p.LinesOf(loc)
+		if len(lines) == 0 {
 			return nil, nil
 		}
-		fn, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
+		m := p.Mapping(loc.Mapping)
+		fn, ok, err := tool.FuncIn(p, m, loc.Address)
 		if err != nil || !ok {
 			return nil, err
 		}
 		off := loc.Address - fn.Start
-		for i, l := range loc.Line {
-			f := gmon.Symbol{Name: contract.PerfName(l.Function), Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: loc.Mapping.File}
+		for i, l := range lines {
+			f := gmon.Symbol{Name: unknown, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: p.String(m.File)}
 			place := [2]string{f.Module, ""}
-			if i < len(loc.Line)-1 {
-				place[1] = l.Function.Name
+			if lf := p.Function(l.Function); lf != nil {
+				f.Name = perfName(p, lf)
+				if i < len(lines)-1 {
+					place[1] = p.String(lf.Name)
+				}
 			}
 			key := incarnation{name: fn.Name, start: fn.Start, codeIndex: fn.CodeIndex, place: intern(places, place)}
 			pcs = append(pcs, gmon.PC{Func: symbol(f, key), Offset: off})
@@ -104,25 +107,26 @@ func gprofProgram(files *contract.Files, ps ...*profile.Profile) (*gmon.Program,
 		}
 		// A location's places are looked up once: stacks share their
 		// callers.
-		locations := newNumbering(p.Location, func(l *profile.Location) uint64 { return l.ID })
-		located := make([]span, len(p.Location)+1)
-		places := make([]gmon.PC, 0, len(p.Location))
+		located := make([]span, len(p.Locations)+1)
+		places := make([]gmon.PC, 0, len(p.Locations))
 		seen := make(map[gmon.Arc]bool)
-		for _, s := range p.Sample {
-			n := uint64(s.Value[0])
+		for si := range p.Samples {
+			values := p.Value(si)
+			n := uint64(values[0])
 			if timed >= 0 {
-				n = uint64(max(s.Value[timed], 0))
+				n = uint64(max(values[timed], 0))
 			}
-			if len(s.Location) == 0 {
+			stack := p.Stack(&p.Samples[si])
+			if len(stack) == 0 {
 				continue
 			}
 			clear(seen)
 			var callee gmon.PC
 			calleeOK := false
-			for i, loc := range s.Location {
-				sp := slot(&located, locations.of(loc))
+			for i, loc := range stack {
+				sp := &located[loc]
 				if sp.n == 0 {
-					frames, err := framesOf(loc)
+					frames, err := framesOf(p, p.Location(loc))
 					if err != nil {
 						return nil, nil, err
 					}
@@ -170,8 +174,8 @@ const timeTick = time.Millisecond
 // timeValue returns the index of the sample value an off-CPU or wall-clock
 // profile is weighed by (its default type, nanoseconds), or -1 for a
 // profile of samples.
-func timeValue(p *profile.Profile) int {
-	if !slices.ContainsFunc(p.SampleType, func(t *profile.ValueType) bool { return t.Type == contract.OffCPUType }) {
+func timeValue(p *contract.Profile) int {
+	if !slices.ContainsFunc(p.SampleType, func(t contract.ValueType) bool { return t.Type == contract.OffCPUType }) {
 		return -1
 	}
 	for i, t := range p.SampleType {
@@ -192,14 +196,15 @@ func toTicks[K comparable](m map[K]uint64) {
 // rate tells what one sample is worth: for the clock events, which count
 // nanoseconds, the mean sampling frequency, so that gprof's seconds are
 // CPU seconds; for other events, gprof counts samples.
-func rate(p *profile.Profile) (uint32, string) {
-	if p.PeriodType == nil || p.PeriodType.Unit != "nanoseconds" || len(p.SampleType) < 2 {
+func rate(p *contract.Profile) (uint32, string) {
+	if p.PeriodType.Unit != "nanoseconds" || len(p.SampleType) < 2 {
 		return 1, "samples"
 	}
 	var count, period float64
-	for _, s := range p.Sample {
-		count += float64(s.Value[0])
-		period += float64(s.Value[1])
+	for i := range p.Samples {
+		v := p.Value(i)
+		count += float64(v[0])
+		period += float64(v[1])
 	}
 	if count == 0 || period == 0 {
 		return 1, "samples"
@@ -214,7 +219,7 @@ func rate(p *profile.Profile) (uint32, string) {
 // assembler file (with Kaffe's file names, xgmon.out and
 // kaffe-jit-symbols.s). Each file is written whole or not at all. It
 // returns the paths written.
-func writeGprof(dir string, kaffe bool, names []string, ps []*profile.Profile, files *contract.Files) ([]string, error) {
+func writeGprof(dir string, kaffe bool, names []string, ps []*contract.Profile, files *contract.Files) ([]string, error) {
 	prog, profiles, err := gprofProgram(files, ps...)
 	if err != nil {
 		return nil, err

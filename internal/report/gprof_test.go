@@ -23,7 +23,7 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, profiles, err := gprofProgram(nil, res.Profile.PProf())
+	prog, profiles, err := gprofProgram(nil, res.Profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func gprofFiles(t *testing.T, data string) (res *perfprof.Result, prog *gmon.Pro
 func textShares(t *testing.T, p *Options, res *perfprof.Result) map[string]float64 {
 	t.Helper()
 	var b bytes.Buffer
-	if err := Text(&b, res.Profile.PProf(), *p); err != nil {
+	if err := Text(&b, res.Profile, *p); err != nil {
 		t.Fatal(err)
 	}
 	shares := map[string]float64{}

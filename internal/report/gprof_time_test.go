@@ -48,7 +48,7 @@ func TestGprofTime(t *testing.T) {
 				{Location: []*profile.Location{inF}, Value: tc.samples[0]},
 				{Location: []*profile.Location{preempted, inF}, Value: tc.samples[1]},
 			}
-			prog, profiles, err := gprofProgram(nil, p)
+			prog, profiles, err := gprofProgram(nil, contract.FromPProf(p))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // HTML writes p to w as one self-contained page holding an interactive
@@ -33,13 +33,13 @@ import (
 // off the CPU gets a timeline above the flame graph too (timeline.go): a
 // row per thread, and the stacks it ran and blocked in under the pointer.
 // Other pages have none of its data, styles or script.
-func HTML(w io.Writer, p *profile.Profile, o Options) error {
-	return writeHTML(w, []string{""}, []*profile.Profile{p}, o)
+func HTML(w io.Writer, p *contract.Profile, o Options) error {
+	return writeHTML(w, []string{""}, []*contract.Profile{p}, o)
 }
 
 // writeHTML writes one page for the profiles of several stages, named,
 // which it offers to choose from.
-func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) error {
+func writeHTML(w io.Writer, names []string, ps []*contract.Profile, o Options) error {
 	if err := CheckOptions(o); err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func writeHTML(w io.Writer, names []string, ps []*profile.Profile, o Options) er
 }
 
 // flameData makes the page's data of the profiles of stages, named.
-func flameData(names []string, ps []*profile.Profile, o Options) (*htmlData, error) {
+func flameData(names []string, ps []*contract.Profile, o Options) (*htmlData, error) {
 	b := newFlameBuilder()
 	for i, p := range ps {
 		m, err := newModel(p, o.Value)

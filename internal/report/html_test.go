@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -42,7 +43,7 @@ func pageData(t *testing.T, page []byte) htmlData {
 func htmlPage(t *testing.T, p *profile.Profile, o Options) ([]byte, htmlData) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := HTML(&b, p, o); err != nil {
+	if err := HTML(&b, contract.FromPProf(p), o); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes(), pageData(t, b.Bytes())
@@ -134,7 +135,7 @@ func TestHTMLFolded(t *testing.T) {
 	for _, tt := range foldedTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Folded(&b, tt.p(), tt.o); err != nil {
+			if err := Folded(&b, contract.FromPProf(tt.p()), tt.o); err != nil {
 				t.Fatal(err)
 			}
 			want := parseFolded(t, b.Bytes())
@@ -245,7 +246,7 @@ func TestHTMLNames(t *testing.T) {
 
 func TestHTMLStages(t *testing.T) {
 	var b bytes.Buffer
-	if _, err := Write(FormatHTML, "", &b, []string{"startup", "steady"}, []*profile.Profile{recursion(), processes()}, Options{CommRoot: true}); err != nil {
+	if _, err := Write(FormatHTML, "", &b, []string{"startup", "steady"}, []*contract.Profile{contract.FromPProf(recursion()), contract.FromPProf(processes())}, Options{CommRoot: true}); err != nil {
 		t.Fatal(err)
 	}
 	d := pageData(t, b.Bytes())
@@ -263,19 +264,19 @@ func TestHTMLStages(t *testing.T) {
 }
 
 func TestHTMLErrors(t *testing.T) {
-	if err := HTML(io.Discard, processes(), Options{Value: 2}); err == nil || !strings.Contains(err.Error(), "out of range") {
+	if err := HTML(io.Discard, contract.FromPProf(processes()), Options{Value: 2}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("value 2: %v", err)
 	}
-	if err := HTML(io.Discard, processes(), Options{MinPercent: -1}); err == nil {
+	if err := HTML(io.Discard, contract.FromPProf(processes()), Options{MinPercent: -1}); err == nil {
 		t.Error("negative percent limit accepted")
 	}
-	if err := HTML(failWriter{}, processes(), Options{}); !errors.Is(err, errWrite) {
+	if err := HTML(failWriter{}, contract.FromPProf(processes()), Options{}); !errors.Is(err, errWrite) {
 		t.Errorf("failing writer: %v, want %v", err, errWrite)
 	}
 }
 
 func BenchmarkHTML(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error { return HTML(io.Discard, p, Options{CommRoot: true}) })
+	benchmark(b, func(p *contract.Profile) error { return HTML(io.Discard, p, Options{CommRoot: true}) })
 }
 
 // A devtools drives Chromium over --remote-debugging-pipe: requests are
@@ -423,7 +424,7 @@ func (c *devtools) wait(method string) {
 func (c *devtools) open(p *profile.Profile, o Options) {
 	c.t.Helper()
 	var b bytes.Buffer
-	if err := HTML(&b, p, o); err != nil {
+	if err := HTML(&b, contract.FromPProf(p), o); err != nil {
 		c.t.Fatal(err)
 	}
 	c.load(b.Bytes())

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // JSON writes the entries that Text would print as one JSON object
 // followed by a newline. The package documentation describes its schema.
-func JSON(w io.Writer, p *profile.Profile, o Options) error {
+func JSON(w io.Writer, p *contract.Profile, o Options) error {
 	t, err := aggregate(p, o)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +20,7 @@ func TestOutputModes(t *testing.T) {
 		for _, f := range []Format{FormatText, FormatJSON, FormatPProf, FormatFolded, FormatHTML, FormatGmon, FormatKaffeAs} {
 			out := filepath.Join(t.TempDir(), "out")
 			old := unix.Umask(umask) // the process's: no test of this package runs in parallel
-			written, err := Write(f, out, io.Discard, []string{""}, []*profile.Profile{recursion()}, Options{})
+			written, err := Write(f, out, io.Discard, []string{""}, []*contract.Profile{contract.FromPProf(recursion())}, Options{})
 			unix.Umask(old)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)

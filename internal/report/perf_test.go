@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // TestPerf checks the samples per command and module against perf report
@@ -54,7 +55,7 @@ func TestPerf(t *testing.T) {
 
 	p := parseScript(t, script)
 	var b bytes.Buffer
-	if err := JSON(&b, p, Options{Sort: []string{"comm", "dso"}}); err != nil {
+	if err := JSON(&b, contract.FromPProf(p), Options{Sort: []string{"comm", "dso"}}); err != nil {
 		t.Fatal(err)
 	}
 	got := make(map[string]int64)

@@ -97,11 +97,13 @@ func TestPProfLikeWrite(t *testing.T) {
 }
 
 func BenchmarkScalePProf(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return writePProf(io.Discard, contract.FromPProf(p)) })
+	benchmarkScale(b, func(p *contract.Profile) error { return writePProf(io.Discard, p) })
 }
 
+// BenchmarkScalePProfWrite is what writePProf replaced: pprof's objects
+// made of the profile, then profile.Write.
 func BenchmarkScalePProfWrite(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return p.Write(io.Discard) })
+	benchmarkScale(b, func(p *contract.Profile) error { return p.PProf().Write(io.Discard) })
 }
 
 // TestHTMLDataLikeMarshal: the page's data are written as json.Marshal
@@ -116,7 +118,11 @@ func TestHTMLDataLikeMarshal(t *testing.T) {
 		for i := range names {
 			names[i] = "stage<" + strconv.Itoa(i) + ">&\u2028"
 		}
-		d, err := flameData(names, ps, Options{CommRoot: true})
+		cols := make([]*contract.Profile, len(ps))
+		for i, p := range ps {
+			cols[i] = contract.FromPProf(p)
+		}
+		d, err := flameData(names, cols, Options{CommRoot: true})
 		if err != nil {
 			t.Fatal(err)
 		}

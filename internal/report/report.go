@@ -278,7 +278,7 @@ type sample struct {
 // decoded, so that reports look nothing up in the profile per frame.
 type model struct {
 	event   string
-	typ     *profile.ValueType
+	typ     contract.ValueType
 	period  bool // whether the profile has an event period (value 1)
 	frames  []frame
 	stacks  []int32  // the samples' stacks, each frames leaf first, one after the other
@@ -299,9 +299,12 @@ func (m *model) stack(s *sample) []int32 {
 // module returns the module of frame f.
 func (m *model) module(f *frame) string { return m.modules[f.mod] }
 
-func newModel(p *profile.Profile, value int) (*model, error) {
+func newModel(p *contract.Profile, value int) (*model, error) {
 	if value >= len(p.SampleType) {
 		return nil, fmt.Errorf("report: value index %d out of range: profile has %d sample types", value, len(p.SampleType))
+	}
+	if len(p.Values) != len(p.Samples)*len(p.SampleType) {
+		return nil, fmt.Errorf("report: %d sample values, want %d for %d samples", len(p.Values), len(p.Samples)*len(p.SampleType), len(p.Samples))
 	}
 	m := &model{
 		event:  p.SampleType[0].Type,
@@ -313,118 +316,59 @@ func newModel(p *profile.Profile, value int) (*model, error) {
 	}
 
 	b := builder{
-		m:         m,
-		locations: newNumbering(p.Location, func(l *profile.Location) uint64 { return l.ID }),
-		functions: newNumbering(p.Function, func(f *profile.Function) uint64 { return f.ID }),
-		mappings:  newNumbering(p.Mapping, func(m *profile.Mapping) uint64 { return m.ID }),
-		names:     make(map[string]int32, len(p.Function)+1),
-		mods:      make(map[string]int32),
-		comms:     make(map[string]int32),
+		m:     m,
+		p:     p,
+		names: make(map[string]int32, len(p.Functions)+1),
+		mods:  make(map[string]int32),
+		comms: make(map[string]int32),
 	}
 	// Most functions are a frame; large slices grown by appending would
 	// allocate several times their size.
-	m.frames = make([]frame, 0, len(p.Function)+1)
-	b.located = make([]span, len(p.Location)+1)
-	b.byFunction = make([]placed, len(p.Function)+1)
-	b.byMapping = make([]mapped, len(p.Mapping)+1)
+	m.frames = make([]frame, 0, len(p.Functions)+1)
+	b.located = make([]span, len(p.Locations)+1)
+	b.byFunction = make([]placed, len(p.Functions)+1)
+	b.byMapping = make([]mapped, len(p.Mappings)+1)
 	// One array holds every stack: a slice per sample would be an
 	// allocation per sample.
 	n := 0
-	for _, s := range p.Sample {
-		n += max(len(s.Location), 1)
+	for i := range p.Samples {
+		n += max(int(p.Samples[i].Depth), 1)
 	}
 	stacks := make([]int32, 0, n)
-	m.samples = make([]sample, 0, len(p.Sample))
-	for _, s := range p.Sample {
-		if len(s.Value) != len(p.SampleType) {
-			return nil, fmt.Errorf("report: sample has %d values, want %d", len(s.Value), len(p.SampleType))
-		}
+	m.samples = make([]sample, 0, len(p.Samples))
+	for i := range p.Samples {
+		s := &p.Samples[i]
 		start := len(stacks)
-		for _, l := range s.Location {
+		locations := p.Stack(s)
+		for _, l := range locations {
 			stacks = b.appendFrames(stacks, l)
 		}
-		if len(s.Location) == 0 {
-			stacks = append(stacks, b.unknownIn(nil))
+		if len(locations) == 0 {
+			stacks = append(stacks, b.unknownIn(0))
 		}
-		pid := int64(-1)
-		if v := s.NumLabel["pid"]; len(v) > 0 {
-			pid = v[0]
+		labels := p.LabelsOf(s)
+		pid, ok := labels.NumLabel("pid")
+		if !ok {
+			pid = -1
 		}
-		comm := unknown
-		if v := s.Label["comm"]; len(v) > 0 && v[0] != "" {
-			comm = v[0]
-		}
+		comm := cmp.Or(labels.StrLabel("comm"), unknown)
+		v := p.Value(i)
 		m.samples = append(m.samples, sample{
 			start: start,
 			depth: int32(len(stacks) - start),
 			comm:  listed(b.comms, &b.m.comms, comm),
 			pid:   pid,
-			count: s.Value[0],
-			value: s.Value[value],
+			count: v[0],
+			value: v[value],
 		})
-		m.count += s.Value[0]
-		m.total += s.Value[value]
+		m.count += v[0]
+		m.total += v[value]
 		if m.period {
-			m.periods += s.Value[1]
+			m.periods += v[1]
 		}
 	}
 	m.stacks = stacks
 	return m, nil
-}
-
-// A numbering numbers the locations, functions or mappings of a profile 1
-// up. perfprof gives them their position + 1 as IDs, which makes the ID
-// the number; a map by pointer numbers lists with other IDs, and objects a
-// sample refers to that the list lacks.
-type numbering[T any] struct {
-	list  []*T
-	id    func(*T) uint64
-	dense bool       // the IDs are the positions + 1
-	other map[*T]int // the listed objects unless dense, and those not listed
-	next  int        // the number of the next object not listed
-}
-
-func newNumbering[T any](list []*T, id func(*T) uint64) numbering[T] {
-	n := numbering[T]{list: list, id: id, dense: true, next: len(list) + 1}
-	for i, x := range list {
-		if id(x) != uint64(i+1) {
-			n.dense = false
-			n.other = make(map[*T]int, len(list))
-			for i, x := range list {
-				n.other[x] = i + 1
-			}
-			break
-		}
-	}
-	return n
-}
-
-// of returns the number of x, numbering it after the others if it is new.
-func (n *numbering[T]) of(x *T) int {
-	if n.dense {
-		if id := n.id(x); id-1 < uint64(len(n.list)) && n.list[id-1] == x {
-			return int(id)
-		}
-	}
-	i, ok := n.other[x]
-	if !ok {
-		if n.other == nil {
-			n.other = make(map[*T]int)
-		}
-		i = n.next
-		n.next++
-		n.other[x] = i
-	}
-	return i
-}
-
-// slot returns the element of s for number i, growing s for numbers the
-// profile's lists lack.
-func slot[E any](s *[]E, i int) *E {
-	if i >= len(*s) {
-		*s = slices.Grow(*s, i+1-len(*s))[:i+1]
-	}
-	return &(*s)[i]
 }
 
 // A builder resolves the profile's locations to frames. It looks each
@@ -433,9 +377,7 @@ func slot[E any](s *[]E, i int) *E {
 // names are in one module.
 type builder struct {
 	m          *model
-	locations  numbering[profile.Location]
-	functions  numbering[profile.Function]
-	mappings   numbering[profile.Mapping]
+	p          *contract.Profile
 	located    []span           // by location number
 	byFunction []placed         // by function number
 	byMapping  []mapped         // by mapping number; 0 for none
@@ -459,13 +401,13 @@ type mapped struct {
 	kernel, jit bool
 }
 
-// appendFrames appends the frames of l to stack, innermost first: with
-// inlining, the inlined functions innermost first, then the function the
-// address is in.
-func (b *builder) appendFrames(stack []int32, l *profile.Location) []int32 {
-	sp := slot(&b.located, b.locations.of(l))
+// appendFrames appends the frames of location number l to stack,
+// innermost first: with inlining, the inlined functions innermost first,
+// then the function the address is in.
+func (b *builder) appendFrames(stack []int32, l uint32) []int32 {
+	sp := &b.located[l]
 	if sp.n == 0 {
-		*sp = b.resolve(l)
+		*sp = b.resolve(b.p.Location(l))
 	}
 	if sp.n == 1 {
 		return append(stack, sp.start)
@@ -473,12 +415,12 @@ func (b *builder) appendFrames(stack []int32, l *profile.Location) []int32 {
 	return append(stack, b.locFrames[sp.start:sp.start+sp.n]...)
 }
 
-func (b *builder) resolve(l *profile.Location) span {
+func (b *builder) resolve(l *contract.Location) span {
 	mp := b.mapping(l.Mapping)
 	start := len(b.locFrames)
-	for _, line := range l.Line {
-		if fn := line.Function; fn != nil {
-			b.locFrames = append(b.locFrames, b.function(fn, mp))
+	for _, line := range b.p.LinesOf(l) {
+		if line.Function != 0 {
+			b.locFrames = append(b.locFrames, b.function(line.Function, mp))
 		}
 	}
 	switch n := len(b.locFrames) - start; n {
@@ -493,38 +435,43 @@ func (b *builder) resolve(l *profile.Location) span {
 	}
 }
 
-// mapping returns what frames in m take from it; m may be nil.
-func (b *builder) mapping(m *profile.Mapping) *mapped {
-	i := 0
-	if m != nil {
-		i = b.mappings.of(m)
-	}
-	mp := slot(&b.byMapping, i)
+// mapping returns what frames in mapping number id take from it; 0 is
+// none.
+func (b *builder) mapping(id uint32) *mapped {
+	mp := &b.byMapping[id]
 	if mp.mod == 0 {
+		m := b.p.Mapping(id)
 		module := unknown
-		if m != nil && m.File != "" {
-			module = path.Base(m.File)
+		if m != nil && m.File != 0 {
+			module = path.Base(b.p.String(m.File))
 		}
 		mp.mod = listed(b.mods, &b.m.modules, module) + 1
-		mp.kernel = m != nil && m.File == contract.KernelFile
-		mp.jit = contract.IsJIT(m)
+		mp.kernel = m != nil && b.p.String(m.File) == contract.KernelFile
+		kind := b.p.MappingKind(m)
+		mp.jit = kind == contract.JIT || kind == contract.PerfMap
 	}
 	return mp
 }
 
-// function returns the frame of fn in the module of mp.
-func (b *builder) function(fn *profile.Function, mp *mapped) int32 {
-	pl := slot(&b.byFunction, b.functions.of(fn))
+// function returns the frame of function number id in the module of mp.
+func (b *builder) function(id uint32, mp *mapped) int32 {
+	pl := &b.byFunction[id]
 	if pl.frame == 0 || pl.mod != mp.mod {
-		*pl = placed{b.frame(cmp.Or(contract.PerfName(fn), unknown), fn.Filename, mp) + 1, mp.mod}
+		fn := b.p.Function(id)
+		*pl = placed{b.frame(cmp.Or(perfName(b.p, fn), unknown), b.p.String(fn.Filename), mp) + 1, mp.mod}
 	}
 	return pl.frame - 1
 }
 
-// unknownIn returns the frame of the unresolved addresses of m, which may
-// be nil.
-func (b *builder) unknownIn(m *profile.Mapping) int32 {
-	mp := b.mapping(m)
+// perfName returns the name perf report gives fn (contract.PerfName).
+func perfName(p *contract.Profile, fn *contract.Function) string {
+	return contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)})
+}
+
+// unknownIn returns the frame of the unresolved addresses of mapping
+// number id, 0 for none.
+func (b *builder) unknownIn(id uint32) int32 {
+	mp := b.mapping(id)
 	if mp.unknown == 0 {
 		mp.unknown = b.frame(unknown, "", mp) + 1
 	}

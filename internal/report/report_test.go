@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -112,7 +113,7 @@ func TestInlinedLines(t *testing.T) {
 		add("vm", 1, 1, 0, jit+":main", jit+":root@root.src").
 		p
 	var b bytes.Buffer
-	if err := Folded(&b, p, Options{CommRoot: true}); err != nil {
+	if err := Folded(&b, contract.FromPProf(p), Options{CommRoot: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := b.String(), "vm;main;root 1\nvm;main;root;mid;leaf 3\nvm;main;root;mid;memcmp 2\n"; got != want {
@@ -196,7 +197,7 @@ func TestText(t *testing.T) {
 	for _, tt := range textTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Text(&b, tt.p(), tt.o); err != nil {
+			if err := Text(&b, contract.FromPProf(tt.p()), tt.o); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, tt.name+".txt", b.Bytes())
@@ -220,7 +221,7 @@ func TestFolded(t *testing.T) {
 	for _, tt := range foldedTests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Folded(&b, tt.p(), tt.o); err != nil {
+			if err := Folded(&b, contract.FromPProf(tt.p()), tt.o); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, tt.name+".folded", b.Bytes())
@@ -250,7 +251,7 @@ func golden(t *testing.T, name string, got []byte) {
 func decode(t *testing.T, p *profile.Profile, o Options) jsonReport {
 	t.Helper()
 	var b bytes.Buffer
-	if err := JSON(&b, p, o); err != nil {
+	if err := JSON(&b, contract.FromPProf(p), o); err != nil {
 		t.Fatal(err)
 	}
 	return decodeJSON(t, b.Bytes())
@@ -372,7 +373,7 @@ func TestAggregation(t *testing.T) {
 func TestJSONSchema(t *testing.T) {
 	var b bytes.Buffer
 	o := Options{Sort: []string{"comm", "pid", "dso", "sym"}, Children: true, CallGraph: true}
-	if err := JSON(&b, processes(), o); err != nil {
+	if err := JSON(&b, contract.FromPProf(processes()), o); err != nil {
 		t.Fatal(err)
 	}
 	var r map[string]any
@@ -436,7 +437,7 @@ func TestFoldedNames(t *testing.T) {
 		add("other", 2, 1, 0).
 		p
 	var b bytes.Buffer
-	if err := Folded(&b, p, Options{CommRoot: true}); err != nil {
+	if err := Folded(&b, contract.FromPProf(p), Options{CommRoot: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := "my_prog;main;operator:(int);[libc.so.6] 5\n" +
@@ -447,7 +448,7 @@ func TestFoldedNames(t *testing.T) {
 	}
 }
 
-type renderer func(io.Writer, *profile.Profile, Options) error
+type renderer func(io.Writer, *contract.Profile, Options) error
 
 func TestErrors(t *testing.T) {
 	tests := []struct {
@@ -464,7 +465,7 @@ func TestErrors(t *testing.T) {
 		for name, f := range map[string]renderer{
 			"Text": Text, "JSON": JSON, "Folded": Folded,
 		} {
-			err := f(io.Discard, processes(), tt.o)
+			err := f(io.Discard, contract.FromPProf(processes()), tt.o)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s(%+v) = %v, want error containing %s", name, tt.o, err, tt.want)
 			}
@@ -484,9 +485,9 @@ func (failWriter) Write([]byte) (int, error) { return 0, errWrite }
 func TestWriteError(t *testing.T) {
 	o := Options{CallGraph: true, CommRoot: true}
 	for name, err := range map[string]error{
-		"Text":   Text(failWriter{}, processes(), o),
-		"JSON":   JSON(failWriter{}, processes(), o),
-		"Folded": Folded(failWriter{}, processes(), o),
+		"Text":   Text(failWriter{}, contract.FromPProf(processes()), o),
+		"JSON":   JSON(failWriter{}, contract.FromPProf(processes()), o),
+		"Folded": Folded(failWriter{}, contract.FromPProf(processes()), o),
 	} {
 		if !errors.Is(err, errWrite) {
 			t.Errorf("%s = %v, want %v", name, err, errWrite)
@@ -523,8 +524,8 @@ func benchProfile(stacks, depth int) *profile.Profile {
 	return b.p
 }
 
-func benchmark(b *testing.B, f func(*profile.Profile) error) {
-	p := benchProfile(50_000, 30)
+func benchmark(b *testing.B, f func(*contract.Profile) error) {
+	p := contract.FromPProf(benchProfile(50_000, 30))
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := f(p); err != nil {
@@ -534,25 +535,25 @@ func benchmark(b *testing.B, f func(*profile.Profile) error) {
 }
 
 func BenchmarkText(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error { return Text(io.Discard, p, Options{}) })
+	benchmark(b, func(p *contract.Profile) error { return Text(io.Discard, p, Options{}) })
 }
 
 func BenchmarkTextChildren(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error { return Text(io.Discard, p, Options{Children: true}) })
+	benchmark(b, func(p *contract.Profile) error { return Text(io.Discard, p, Options{Children: true}) })
 }
 
 func BenchmarkTextCallGraph(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error {
+	benchmark(b, func(p *contract.Profile) error {
 		return Text(io.Discard, p, Options{Children: true, CallGraph: true, GraphMinPercent: DefaultMinPercent})
 	})
 }
 
 func BenchmarkJSON(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error {
+	benchmark(b, func(p *contract.Profile) error {
 		return JSON(io.Discard, p, Options{CallGraph: true, GraphMinPercent: DefaultMinPercent})
 	})
 }
 
 func BenchmarkFolded(b *testing.B) {
-	benchmark(b, func(p *profile.Profile) error { return Folded(io.Discard, p, Options{CommRoot: true}) })
+	benchmark(b, func(p *contract.Profile) error { return Folded(io.Discard, p, Options{CommRoot: true}) })
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // scaleProfile is a profile as perfprof makes of a JIT with n functions
@@ -49,11 +50,11 @@ func scaleProfile(n int) *profile.Profile {
 
 const scaleFunctions = 1_000_000
 
-func benchmarkScale(b *testing.B, f func(*profile.Profile) error) {
+func benchmarkScale(b *testing.B, f func(*contract.Profile) error) {
 	if testing.Short() {
 		b.Skip("a profile of a million functions")
 	}
-	p := scaleProfile(scaleFunctions)
+	p := contract.FromPProf(scaleProfile(scaleFunctions))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -66,31 +67,31 @@ func benchmarkScale(b *testing.B, f func(*profile.Profile) error) {
 // BenchmarkScaleModel and BenchmarkScaleAggregate measure the report's own
 // cost on top of a profile of a million functions.
 func BenchmarkScaleModel(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { _, err := newModel(p, 0); return err })
+	benchmarkScale(b, func(p *contract.Profile) error { _, err := newModel(p, 0); return err })
 }
 
 func BenchmarkScaleAggregate(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { _, err := aggregate(p, Options{}); return err })
+	benchmarkScale(b, func(p *contract.Profile) error { _, err := aggregate(p, Options{}); return err })
 }
 
 func BenchmarkScaleText(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return Text(io.Discard, p, Options{}) })
+	benchmarkScale(b, func(p *contract.Profile) error { return Text(io.Discard, p, Options{}) })
 }
 
 func BenchmarkScaleJSON(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return JSON(io.Discard, p, Options{}) })
+	benchmarkScale(b, func(p *contract.Profile) error { return JSON(io.Discard, p, Options{}) })
 }
 
 func BenchmarkScaleFolded(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return Folded(io.Discard, p, Options{CommRoot: true}) })
+	benchmarkScale(b, func(p *contract.Profile) error { return Folded(io.Discard, p, Options{CommRoot: true}) })
 }
 
 func BenchmarkScaleHTML(b *testing.B) {
-	benchmarkScale(b, func(p *profile.Profile) error { return HTML(io.Discard, p, Options{CommRoot: true}) })
+	benchmarkScale(b, func(p *contract.Profile) error { return HTML(io.Discard, p, Options{CommRoot: true}) })
 }
 
 // renumberings change the IDs of a profile's locations, functions and
-// mappings, which the model indexes by when they are positions + 1.
+// mappings, which contract.FromPProf numbers by their places instead.
 var renumberings = []struct {
 	name string
 	do   func(p *profile.Profile)
@@ -150,25 +151,26 @@ func sharedFunction() *profile.Profile {
 		p
 }
 
-// TestIDs: reports do not depend on how the profile numbers its objects.
+// TestIDs: reports of a pprof profile (contract.FromPProf) do not depend
+// on how it numbers its objects.
 func TestIDs(t *testing.T) {
 	profiles := map[string]func() *profile.Profile{"processes": processes, "recursion": recursion, "shared": sharedFunction}
 	opts := []Options{{}, {Children: true, CallGraph: true}, {Sort: []string{"sym"}}, {Sort: []string{"pid", "dso"}}}
 	for name, mk := range profiles {
 		for _, o := range opts {
 			var want bytes.Buffer
-			if err := Text(&want, mk(), o); err != nil {
+			if err := Text(&want, contract.FromPProf(mk()), o); err != nil {
 				t.Fatal(err)
 			}
 			var wantFolded bytes.Buffer
-			if err := Folded(&wantFolded, mk(), Options{CommRoot: true}); err != nil {
+			if err := Folded(&wantFolded, contract.FromPProf(mk()), Options{CommRoot: true}); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range renumberings {
 				p := mk()
 				r.do(p)
 				var got bytes.Buffer
-				if err := Text(&got, p, o); err != nil {
+				if err := Text(&got, contract.FromPProf(p), o); err != nil {
 					t.Fatal(err)
 				}
 				if got.String() != want.String() {
@@ -177,7 +179,7 @@ func TestIDs(t *testing.T) {
 				p = mk()
 				r.do(p)
 				got.Reset()
-				if err := Folded(&got, p, Options{CommRoot: true}); err != nil {
+				if err := Folded(&got, contract.FromPProf(p), Options{CommRoot: true}); err != nil {
 					t.Fatal(err)
 				}
 				if got.String() != wantFolded.String() {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // A key identifies an entry: its high half numbers the command and pid of
@@ -48,7 +48,7 @@ type table struct {
 	graph   graph
 }
 
-func aggregate(p *profile.Profile, o Options) (*table, error) {
+func aggregate(p *contract.Profile, o Options) (*table, error) {
 	keys, err := o.check()
 	if err != nil {
 		return nil, err

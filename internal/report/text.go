@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // Text writes p to w as perf report --stdio does with -n and, when o has no
@@ -44,7 +44,7 @@ import (
 //	                --4.00%--Interpreter::run
 //
 // Lines end without the spaces perf pads some with.
-func Text(w io.Writer, p *profile.Profile, o Options) error {
+func Text(w io.Writer, p *contract.Profile, o Options) error {
 	t, err := aggregate(p, o)
 	if err != nil {
 		return err

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/jitprof/jitprof/internal/contract"
 )
 
@@ -65,7 +63,7 @@ type htmlThread struct {
 // timeline builds the timeline of p, whose model is m and whose model
 // frames are the page's frames; nil when p's samples have no time slots
 // or p holds no time off the CPU.
-func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*htmlTimeline, error) {
+func (b *flameBuilder) timeline(p *contract.Profile, m *model, frames []int32) (*htmlTimeline, error) {
 	on, off := -1, -1
 	for i, st := range p.SampleType {
 		switch st.Type {
@@ -75,7 +73,7 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 			off = i
 		}
 	}
-	if off < 0 || !slices.ContainsFunc(p.Sample, func(s *profile.Sample) bool { return len(s.NumLabel[contract.SlotLabel]) > 0 }) {
+	if off < 0 || !slices.ContainsFunc(p.Samples, func(s contract.Sample) bool { _, ok := p.LabelsOf(&s).NumLabel(contract.SlotLabel); return ok }) {
 		return nil, nil
 	}
 	tl := &htmlTimeline{CPU: on >= 0}
@@ -94,8 +92,10 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 	var stacks [][]int32 // all the profile's, root first
 	weights := map[slotStack][timeKinds]int64{}
 	var key []byte
-	for i, s := range p.Sample {
-		slot, width := s.NumLabel[contract.SlotLabel], s.NumLabel[contract.SlotWidthLabel]
+	var slot, width []int64
+	for i := range p.Samples {
+		labels := p.LabelsOf(&p.Samples[i])
+		slot, width = numLabels(slot[:0], labels, contract.SlotLabel), numLabels(width[:0], labels, contract.SlotWidthLabel)
 		if len(slot) != 1 || len(width) != 1 || slot[0] < 0 || slot[0] >= timelineSlots || width[0] <= 0 {
 			return nil, fmt.Errorf("report: a sample of the timeline has time slot %v of width %v: want one slot below %d, one width above 0", slot, width, timelineSlots)
 		}
@@ -106,23 +106,24 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 		}
 		tl.Slots = max(tl.Slots, int(slot[0])+1)
 		smp := &m.samples[i]
+		values := p.Value(i)
 		var w [timeKinds]int64
 		if on >= 0 {
-			w[onCPU] = s.Value[on]
+			w[onCPU] = values[on]
 		}
 		stack := m.stack(smp)
 		if m.frames[stack[0]].name == contract.PreemptedFrame {
-			w[runnable] = s.Value[off]
+			w[runnable] = values[off]
 		} else {
-			w[blocked] = s.Value[off]
+			w[blocked] = values[off]
 		}
 		all := w[onCPU] + w[blocked] + w[runnable]
 		if all == 0 {
 			continue
 		}
 		id := [2]int64{smp.pid, -1}
-		if v := s.NumLabel["tid"]; len(v) > 0 {
-			id[1] = v[0]
+		if tid, ok := labels.NumLabel("tid"); ok {
+			id[1] = tid
 		}
 		ti, ok := byTid[id]
 		if !ok {
@@ -222,6 +223,16 @@ func (b *flameBuilder) timeline(p *profile.Profile, m *model, frames []int32) (*
 		}
 	}
 	return tl, nil
+}
+
+// numLabels appends the values of key in labels to values.
+func numLabels(values []int64, labels *contract.LabelSet, key string) []int64 {
+	for _, l := range labels.Num {
+		if l.Key == key {
+			values = append(values, l.Value)
+		}
+	}
+	return values
 }
 
 // heaviest returns the key of the largest value, the least key of those

@@ -211,7 +211,7 @@ func TestTimelineErrors(t *testing.T) {
 	} {
 		p := timelineProfile(0)
 		spoil(p.Sample[len(p.Sample)-1])
-		if err := HTML(&bytes.Buffer{}, p, Options{}); err == nil || !strings.Contains(err.Error(), "timeline") {
+		if err := HTML(&bytes.Buffer{}, contract.FromPProf(p), Options{}); err == nil || !strings.Contains(err.Error(), "timeline") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestTimelineBrowser(t *testing.T) {
 	c.call("Runtime.enable", nil, nil)
 	var page bytes.Buffer
 	other := wallProfBuilder().slotted("other", 12, 0, 0, 5_000_000, libc+":read").p
-	if _, err := Write(FormatHTML, "", &page, []string{"one", "two"}, []*profile.Profile{timelineProfile(3), other}, Options{Value: 1, CommRoot: true}); err != nil {
+	if _, err := Write(FormatHTML, "", &page, []string{"one", "two"}, []*contract.Profile{contract.FromPProf(timelineProfile(3)), contract.FromPProf(other)}, Options{Value: 1, CommRoot: true}); err != nil {
 		t.Fatal(err)
 	}
 	c.load(page.Bytes())
