@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 
@@ -409,25 +408,4 @@ func (n *numbering[T]) of(x *T, add func()) uint32 {
 	n.ids[x] = id
 	add()
 	return id
-}
-
-// SortSamples orders p's samples by their first value, the largest first,
-// those of equal values keeping their order.
-func (p *Profile) SortSamples() {
-	n := len(p.SampleType)
-	if n == 0 {
-		return
-	}
-	order := make([]int, len(p.Samples))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(p.Values[y*n], p.Values[x*n]) })
-	samples := make([]Sample, len(p.Samples))
-	values := make([]int64, len(p.Values))
-	for i, j := range order {
-		samples[i] = p.Samples[j]
-		copy(values[i*n:(i+1)*n], p.Values[j*n:(j+1)*n])
-	}
-	p.Samples, p.Values = samples, values
 }

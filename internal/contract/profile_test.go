@@ -159,21 +159,3 @@ func TestProfileAccessors(t *testing.T) {
 		t.Errorf("%d stack entries", len(c.Stacks))
 	}
 }
-
-// TestSortSamples: the most frequent first, ties in their order.
-func TestSortSamples(t *testing.T) {
-	c := FromPProf(samplePProf())
-	want := []Sample{c.Samples[0], c.Samples[1], c.Samples[2], c.Samples[3]}
-	c.Samples[0], c.Samples[3] = c.Samples[3], c.Samples[0]
-	v := c.Values
-	copy(v[0:2], []int64{1, 1000})
-	copy(v[6:8], []int64{5, 5000})
-	c.SortSamples()
-	// Of the two samples of value 1, the one now first stays first.
-	if got := c.Samples; got[0] != want[0] || got[1] != want[1] || got[2] != want[3] || got[3] != want[2] {
-		t.Errorf("order %+v", got)
-	}
-	if !slices.Equal(c.Values, []int64{5, 5000, 3, 3000, 1, 1000, 1, 1000}) {
-		t.Errorf("values %v", c.Values)
-	}
-}

@@ -46,6 +46,9 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	}
 	res.PerfMapped, res.Unnamed, res.Waiting = a.unnamed()
 	exe := a.mainExecutable()
+	// The samples first: their table (48 bytes a distinct sample) goes
+	// before the locations take room.
+	a.samplesOf(p)
 	if last {
 		// Nothing is looked up any more: the regions of the address
 		// spaces (a million at a million functions) go before the
@@ -66,7 +69,6 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		debug.FreeOSMemory()
 	}
 	a.space = nil
-	a.samplesOf(p)
 	return res, err
 }
 
@@ -279,13 +281,16 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 }
 
 // samplesOf builds p's samples, one per distinct sample of the aggregator,
-// the most frequent first, and drops the aggregator's record of them. The
-// samples' stacks are the stack table's own array.
+// and drops the aggregator's record of them. The samples' stacks are the
+// stack table's own array.
 func (a *aggregator) samplesOf(p *contract.Profile) {
 	all := a.stacks.entries
 	a.stacks = nil
-	slices.SortFunc(all, func(x, y sampleEntry) int { // a stable order for stable output
-		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
+	// The most frequent first, then in an order of their keys, so that
+	// the output is the same from run to run.
+	slices.SortFunc(all, func(x, y sampleEntry) int {
+		return cmp.Or(cmp.Compare(y.tot.count, x.tot.count),
+			cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
 			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
 	})
 	// Samples of one thread (and time slot) share their labels.
@@ -315,7 +320,6 @@ func (a *aggregator) samplesOf(p *contract.Profile) {
 	}
 	p.Stacks = a.stackTab.frames
 	a.stackTab = nil
-	p.SortSamples()
 }
 
 // putMainFirst puts the program's executable first among p's mappings,
