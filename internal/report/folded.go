@@ -84,7 +84,7 @@ type stack struct {
 func (m *model) foldedName(f *frame) string {
 	switch module := m.module(f); {
 	case f.resolved():
-		return foldName(f.name)
+		return foldName(m.name(f))
 	case strings.HasPrefix(module, "["):
 		return foldName(module)
 	default:

@@ -56,8 +56,8 @@ func JSON(w io.Writer, p *contract.Profile, o Options) error {
 			je.Module = t.module(f)
 		}
 		if t.by[bySymbol] {
-			je.Symbol = f.name
-			je.File = f.file
+			je.Symbol = t.name(f)
+			je.File = t.file(f)
 		}
 		je.Samples = e.samples
 		je.Self = e.self
@@ -93,7 +93,7 @@ func (t *table) jsonNodes(n int32) []*jsonNode {
 	for c := first; c < end; c++ {
 		gn := &t.graph.nodes[c]
 		f := &t.frames[gn.frame]
-		jn := &jsonNode{Symbol: f.name, Module: t.module(f), File: f.file, Value: gn.value}
+		jn := &jsonNode{Symbol: t.name(f), Module: t.module(f), File: t.file(f), Value: gn.value}
 		if t.outward {
 			jn.Callers = t.jsonNodes(c)
 		} else {

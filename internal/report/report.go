@@ -108,12 +108,14 @@ package report
 import (
 	"cmp"
 	"fmt"
-	"github.com/jitprof/jitprof/internal/contract"
+	"math"
 	"path"
 	"slices"
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/contract"
 )
 
 // Options selects what a report shows.
@@ -252,9 +254,11 @@ func parseSort(names []string) ([]sortKey, error) {
 
 // A frame is a function, or an unresolved address, within a module. The
 // profile has a location per address; reports only distinguish frames.
+// Names are the profile's string numbers: a frame of a million is 24
+// bytes, and frames are found by name in a slice, not a map of strings.
 type frame struct {
-	name   string // demangled symbol, or unknown: the profile's string, not a copy
-	file   string // source file, when known
+	name   uint32 // demangled symbol, or unknownName
+	file   uint32 // source file; 0, the empty string, when not known
 	sym    int32  // the first frame of the name: frames of the same name share it
 	mod    int32  // module, index in model.modules
 	next   int32  // the next frame of its name, in another module, + 1; 0 for none
@@ -262,7 +266,11 @@ type frame struct {
 	jit    bool   // jitted code: contract.IsJIT
 }
 
-func (f *frame) resolved() bool { return f.name != unknown }
+// unknownName is the name of frames without a symbol, and of those named
+// unknown: a number no string of a profile has.
+const unknownName = math.MaxUint32
+
+func (f *frame) resolved() bool { return f.name != unknownName }
 
 // A sample is a profile sample reduced to what reports use.
 type sample struct {
@@ -277,6 +285,7 @@ type sample struct {
 // A model is a profile with its locations resolved to frames and its labels
 // decoded, so that reports look nothing up in the profile per frame.
 type model struct {
+	strings []string // the profile's, which frames name by number
 	event   string
 	typ     contract.ValueType
 	period  bool // whether the profile has an event period (value 1)
@@ -299,6 +308,17 @@ func (m *model) stack(s *sample) []int32 {
 // module returns the module of frame f.
 func (m *model) module(f *frame) string { return m.modules[f.mod] }
 
+// name returns the symbol of frame f.
+func (m *model) name(f *frame) string {
+	if f.name == unknownName {
+		return unknown
+	}
+	return m.strings[f.name]
+}
+
+// file returns the source file of frame f, "" when not known.
+func (m *model) file(f *frame) string { return m.strings[f.file] }
+
 func newModel(p *contract.Profile, value int) (*model, error) {
 	if value >= len(p.SampleType) {
 		return nil, fmt.Errorf("report: value index %d out of range: profile has %d sample types", value, len(p.SampleType))
@@ -307,9 +327,10 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 		return nil, fmt.Errorf("report: %d sample values, want %d for %d samples", len(p.Values), len(p.Samples)*len(p.SampleType), len(p.Samples))
 	}
 	m := &model{
-		event:  p.SampleType[0].Type,
-		typ:    p.SampleType[value],
-		period: len(p.SampleType) > 1,
+		strings: p.Strings,
+		event:   p.SampleType[0].Type,
+		typ:     p.SampleType[value],
+		period:  len(p.SampleType) > 1,
 	}
 	if m.period {
 		m.event = p.SampleType[1].Type
@@ -318,7 +339,7 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 	b := builder{
 		m:     m,
 		p:     p,
-		names: make(map[string]int32, len(p.Functions)+1),
+		named: make([]int32, len(p.Strings)),
 		mods:  make(map[string]int32),
 		comms: make(map[string]int32),
 	}
@@ -378,13 +399,16 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 type builder struct {
 	m          *model
 	p          *contract.Profile
-	located    []span           // by location number
-	byFunction []placed         // by function number
-	byMapping  []mapped         // by mapping number; 0 for none
-	locFrames  []int32          // frames of the locations of several frames
-	names      map[string]int32 // the first frame of each name
-	mods       map[string]int32
-	comms      map[string]int32
+	located    []span   // by location number
+	byFunction []placed // by function number
+	byMapping  []mapped // by mapping number; 0 for none
+	locFrames  []int32  // frames of the locations of several frames
+	// named holds the first frame of each name, by its number, + 1; 0
+	// for none. unknownNamed is unknownName's.
+	named        []int32
+	unknownNamed int32
+	mods         map[string]int32
+	comms        map[string]int32
 }
 
 // A span is the frames of a location: the frame itself when it is one,
@@ -458,14 +482,22 @@ func (b *builder) function(id uint32, mp *mapped) int32 {
 	pl := &b.byFunction[id]
 	if pl.frame == 0 || pl.mod != mp.mod {
 		fn := b.p.Function(id)
-		*pl = placed{b.frame(cmp.Or(perfName(b.p, fn), unknown), b.p.String(fn.Filename), mp) + 1, mp.mod}
+		name := perfName(b.p, fn)
+		if s := b.p.String(name); s == "" || s == unknown {
+			name = unknownName
+		}
+		*pl = placed{b.frame(name, fn.Filename, mp) + 1, mp.mod}
 	}
 	return pl.frame - 1
 }
 
-// perfName returns the name perf report gives fn (contract.PerfName).
-func perfName(p *contract.Profile, fn *contract.Function) string {
-	return contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)})
+// perfName returns the number of the name perf report gives fn
+// (contract.PerfName): its Name's or its SystemName's.
+func perfName(p *contract.Profile, fn *contract.Function) uint32 {
+	if contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)}) == p.String(fn.SystemName) {
+		return fn.SystemName
+	}
+	return fn.Name
 }
 
 // unknownIn returns the frame of the unresolved addresses of mapping
@@ -473,20 +505,24 @@ func perfName(p *contract.Profile, fn *contract.Function) string {
 func (b *builder) unknownIn(id uint32) int32 {
 	mp := b.mapping(id)
 	if mp.unknown == 0 {
-		mp.unknown = b.frame(unknown, "", mp) + 1
+		mp.unknown = b.frame(unknownName, 0, mp) + 1
 	}
 	return mp.unknown - 1
 }
 
 // frame returns the frame of name in the module of mp, making it from mp
 // and file if it is new, and giving it file if it has none.
-func (b *builder) frame(name, file string, mp *mapped) int32 {
+func (b *builder) frame(name, file uint32, mp *mapped) int32 {
 	mod := mp.mod - 1
-	first, ok := b.names[name]
-	if ok {
+	named := &b.unknownNamed
+	if name != unknownName {
+		named = &b.named[name]
+	}
+	first := *named - 1
+	if first >= 0 {
 		for i := first; i >= 0; i = b.m.frames[i].next - 1 {
 			if f := &b.m.frames[i]; f.mod == mod {
-				if f.file == "" {
+				if f.file == 0 {
 					f.file = file
 				}
 				return i
@@ -495,11 +531,11 @@ func (b *builder) frame(name, file string, mp *mapped) int32 {
 	}
 	i := int32(len(b.m.frames))
 	f := frame{name: name, file: file, sym: i, mod: mod, kernel: mp.kernel, jit: mp.jit}
-	if ok {
+	if first >= 0 {
 		f.sym = first
 		f.next, b.m.frames[first].next = b.m.frames[first].next, i+1
 	} else {
-		b.names[name] = i
+		*named = i + 1
 	}
 	b.m.frames = append(b.m.frames, f)
 	return i

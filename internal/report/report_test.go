@@ -557,3 +557,27 @@ func BenchmarkJSON(b *testing.B) {
 func BenchmarkFolded(b *testing.B) {
 	benchmark(b, func(p *contract.Profile) error { return Folded(io.Discard, p, Options{CommRoot: true}) })
 }
+
+// TestUnknownNames: a function without a name, or named as unresolved
+// addresses are, is one frame with the module's unresolved addresses.
+func TestUnknownNames(t *testing.T) {
+	p := newProfBuilder().
+		add("sh", 1, 1, 0, dash+":main", dash+":?").
+		add("sh", 1, 2, 0, dash+":main", dash+":").
+		add("sh", 1, 4, 0, dash+":main", dash+":"+unknown).
+		p
+	var b bytes.Buffer
+	if err := Folded(&b, contract.FromPProf(p), Options{CommRoot: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "sh;main;[dash] 7\n"; got != want {
+		t.Errorf("folded:\n%s\nwant\n%s", got, want)
+	}
+	var entries []string
+	for _, e := range decode(t, p, Options{Sort: []string{"dso", "sym"}, Children: true}).Entries {
+		entries = append(entries, fmt.Sprintf("%s %s %d %d", e.Module, e.Symbol, e.Self, *e.Children))
+	}
+	if want := []string{"dash [unknown] 7 7", "dash main 0 7"}; !slices.Equal(entries, want) {
+		t.Errorf("entries %q, want %q", entries, want)
+	}
+}

@@ -224,7 +224,7 @@ func (t *table) sort() {
 				c = cmp.Compare(modRank[t.frames[a.frame].mod], modRank[t.frames[b.frame].mod])
 			case bySymbol:
 				if a.frame != b.frame {
-					c = strings.Compare(t.frames[a.frame].name, t.frames[b.frame].name)
+					c = strings.Compare(t.name(&t.frames[a.frame]), t.name(&t.frames[b.frame]))
 				}
 			}
 			if c != 0 {
@@ -361,7 +361,7 @@ func (b *treeBuilder) expand(n int32, refs []ref) {
 			return c
 		}
 		fx, fy := &b.t.frames[x.frame], &b.t.frames[y.frame]
-		return cmp.Or(cmp.Compare(fx.name, fy.name), cmp.Compare(b.t.module(fx), b.t.module(fy)))
+		return cmp.Or(cmp.Compare(b.t.name(fx), b.t.name(fy)), cmp.Compare(b.t.module(fx), b.t.module(fy)))
 	})
 
 	// Order the refs of visible children by child, moving each on to its

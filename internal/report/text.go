@@ -172,9 +172,9 @@ func (t *table) columns() []*column {
 			add("Symbol", false, func(b []byte, e *entry) []byte {
 				f := &t.frames[e.frame]
 				if f.kernel {
-					return append(append(b, "[k] "...), f.name...)
+					return append(append(b, "[k] "...), t.name(f)...)
 				}
-				return append(append(b, "[.] "...), f.name...)
+				return append(append(b, "[.] "...), t.name(f)...)
 			})
 		}
 	}
@@ -283,5 +283,5 @@ func (g *graphWriter) name(n int32) string {
 	if module := g.t.module(f); !f.resolved() && module != unknown {
 		return unknown + " (" + module + ")"
 	}
-	return f.name
+	return g.t.name(f)
 }

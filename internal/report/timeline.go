@@ -112,7 +112,7 @@ func (b *flameBuilder) timeline(p *contract.Profile, m *model, frames []int32) (
 			w[onCPU] = values[on]
 		}
 		stack := m.stack(smp)
-		if m.frames[stack[0]].name == contract.PreemptedFrame {
+		if m.name(&m.frames[stack[0]]) == contract.PreemptedFrame {
 			w[runnable] = values[off]
 		} else {
 			w[blocked] = values[off]
