@@ -46,7 +46,7 @@ goes by is refused with the closest ones that were sampled.`,
 			if intel {
 				opts.Syntax = disasm.Intel
 			}
-			if err := annotate.Write(cmd.OutOrStdout(), results[0].Profile.PProf(), args[0], opts); err != nil {
+			if err := annotate.Write(cmd.OutOrStdout(), results[0].Profile, args[0], opts); err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("annotate %s: %w", args[0], err)}
 			}
 			return nil

@@ -42,9 +42,13 @@ type instance struct {
 	named  bool         // fn is set
 	name   string       // the function asked for, as reports name it
 	module string
-	// inlined is the function asked for when it was inlined into fn,
-	// holder fn's name as reports give it; nil when fn is its own code.
-	inlined *profile.Function
+	// mapping is the number of the profile's mapping that holds the code:
+	// processes that ran the same file each have their own.
+	mapping uint32
+	// inlined is the SystemName of the function asked for when it was
+	// inlined into fn, holder fn's name as reports give it; "" when fn is
+	// its own code.
+	inlined string
 	holder  string
 	// samples landed in the function's own code here; holderSamples in
 	// all of fn's; onStack counts the samples whose stack held it.
@@ -58,8 +62,8 @@ type instance struct {
 // or without an inferred frame's suffix, or Unknown. A function inlined
 // into others is shown in the code of each, its instructions marked. Its
 // code comes from the files its mappings name.
-func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
-	tool := objtool.New(o.Files, p)
+func Write(w io.Writer, p *contract.Profile, symbol string, o Options) error {
+	tool := objtool.ForProfiles(o.Files, p)
 	defer tool.Close()
 	instances, err := find(p, tool, symbol)
 	if err != nil {
@@ -77,22 +81,32 @@ func Write(w io.Writer, p *profile.Profile, symbol string, o Options) error {
 	return bw.Flush()
 }
 
-// names returns the names fn goes by: reports', pprof's and the
-// runtime's.
-func names(fn *profile.Function) [3]string {
-	return [3]string{contract.PerfName(fn), fn.Name, fn.SystemName}
+// perfName is the name reports give function number id of p
+// (contract.PerfName), "" for none.
+func perfName(p *contract.Profile, id uint32) string {
+	fn := p.Function(id)
+	if fn == nil {
+		return ""
+	}
+	return contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)})
 }
 
-// named tells whether fn goes by symbol. A name without an inferred
-// frame's suffix stands for the function whether inferred or not.
-func named(fn *profile.Function, symbol string) bool {
+// namesOf returns the numbers of the strings of p that are symbol, as a
+// function goes by it: a name without an inferred frame's suffix stands
+// for the function whether inferred or not. A function goes by its Name,
+// its SystemName and the name reports give it, which is one of the two: it
+// goes by symbol when one of the two is one of these. Matching the
+// profile's strings once, each once, spares a comparison of a function's
+// names for each of its million locations.
+func namesOf(p *contract.Profile, symbol string) []uint32 {
 	bare := !strings.HasSuffix(symbol, contract.InferredSuffix)
-	for _, n := range names(fn) {
-		if n != "" && (n == symbol || bare && strings.TrimSuffix(n, contract.InferredSuffix) == symbol) {
-			return true
+	var ids []uint32
+	for id, s := range p.Strings {
+		if s != "" && (s == symbol || bare && strings.TrimSuffix(s, contract.InferredSuffix) == symbol) {
+			ids = append(ids, uint32(id))
 		}
 	}
-	return false
+	return ids
 }
 
 // unknownModule returns the module an Unknown symbol names ("[unknown]
@@ -109,33 +123,53 @@ func unknownModule(symbol string) (string, bool) {
 	return strings.TrimSuffix(rest, ")"), true
 }
 
+// fileOf returns the File of mapping m of p, "" for none.
+func fileOf(p *contract.Profile, m *contract.Mapping) string {
+	if m == nil {
+		return ""
+	}
+	return p.String(m.File)
+}
+
 // find gathers the samples of the instances of symbol.
-func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, error) {
+func find(p *contract.Profile, tool *objtool.Tool, symbol string) ([]*instance, error) {
+	if len(p.SampleType) == 0 && len(p.Samples) > 0 {
+		return nil, errors.New("the profile's samples have no values")
+	}
 	type key struct {
-		mapping *profile.Mapping
+		mapping uint32 // number
 		start   uint64
-		inlined string // the inlined function's SystemName; "" for own code
+		inlined uint32 // the inlined function's SystemName, in p.Strings; 0 for own code
 	}
 	byKey := make(map[key]*instance)
-	funcs := make(map[*profile.Location]objtool.Func)
-	funcAt := func(loc *profile.Location) (objtool.Func, error) {
-		if f, ok := funcs[loc]; ok {
+	funcs := make(map[uint32]objtool.Func) // by location number
+	funcAt := func(id uint32) (objtool.Func, error) {
+		if f, ok := funcs[id]; ok {
 			return f, nil
 		}
-		f, ok, err := tool.FuncAt(loc.Mapping, loc.Address)
+		loc := p.Location(id)
+		m := p.Mapping(loc.Mapping)
+		if m == nil {
+			return objtool.Func{}, fmt.Errorf("no function at %#x: its location has no mapping", loc.Address)
+		}
+		f, ok, err := tool.FuncIn(p, m, loc.Address)
 		if err != nil {
 			return f, err
 		}
 		if !ok {
-			return f, fmt.Errorf("%s: no function at %#x", loc.Mapping.File, loc.Address)
+			return f, fmt.Errorf("%s: no function at %#x", p.String(m.File), loc.Address)
 		}
-		funcs[loc] = f
+		funcs[id] = f
 		return f, nil
 	}
 	unknownIn, unknown := unknownModule(symbol)
+	var named []uint32
+	if !unknown {
+		named = namesOf(p, symbol)
+	}
 	var counted []*instance // in this sample's stack, for onStack
-	for _, s := range p.Sample {
-		v := s.Value[0]
+	for si := range p.Samples {
+		v := p.Value(si)[0]
 		counted = counted[:0]
 		add := func(in *instance, leaf bool, addr uint64) {
 			if leaf {
@@ -147,49 +181,46 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 				in.onStack += v
 			}
 		}
-		for depth, loc := range s.Location {
+		for depth, id := range p.Stack(&p.Samples[si]) {
 			leaf := depth == 0
-			if len(loc.Line) == 0 {
-				module := ""
-				if loc.Mapping != nil {
-					module = loc.Mapping.File
-				}
+			loc := p.Location(id)
+			lines := p.LinesOf(loc)
+			if len(lines) == 0 {
+				module := fileOf(p, p.Mapping(loc.Mapping))
 				if !unknown || !leaf || unknownIn != "" && filepath.Base(module) != unknownIn {
 					continue
 				}
 				k := key{mapping: loc.Mapping}
 				in := byKey[k]
 				if in == nil {
-					in = &instance{name: Unknown, module: module, at: make(map[uint64]int64)}
+					in = &instance{name: Unknown, module: module, mapping: loc.Mapping, at: make(map[uint64]int64)}
 					byKey[k] = in
 				}
 				add(in, leaf, loc.Address)
 				continue
 			}
-			holder := loc.Line[len(loc.Line)-1].Function
-			for i, ln := range loc.Line {
-				fn := ln.Function
-				if fn == nil {
+			if len(named) == 0 {
+				continue
+			}
+			holder := lines[len(lines)-1].Function
+			for i, ln := range lines {
+				fn := p.Function(ln.Function)
+				if fn == nil || !slices.Contains(named, fn.Name) && !slices.Contains(named, fn.SystemName) {
 					continue
 				}
-				// A few comparisons of strings: cheaper than a map of
-				// the profile's million functions.
-				if unknown || !named(fn, symbol) {
-					continue
-				}
-				f, err := funcAt(loc)
+				f, err := funcAt(id)
 				if err != nil {
 					return nil, err
 				}
-				k := key{loc.Mapping, f.Start, ""}
-				if i < len(loc.Line)-1 {
+				k := key{loc.Mapping, f.Start, 0}
+				if i < len(lines)-1 {
 					k.inlined = fn.SystemName
 				}
 				in := byKey[k]
 				if in == nil {
-					in = &instance{fn: f, named: true, name: contract.PerfName(fn), module: loc.Mapping.File, at: make(map[uint64]int64)}
-					if k.inlined != "" {
-						in.inlined, in.holder = fn, contract.PerfName(holder)
+					in = &instance{fn: f, named: true, name: perfName(p, ln.Function), module: fileOf(p, p.Mapping(loc.Mapping)), mapping: loc.Mapping, at: make(map[uint64]int64)}
+					if k.inlined != 0 {
+						in.inlined, in.holder = p.String(fn.SystemName), perfName(p, holder)
 					}
 					byKey[k] = in
 				}
@@ -202,26 +233,34 @@ func find(p *profile.Profile, tool *objtool.Tool, symbol string) ([]*instance, e
 	}
 	// The samples of the code that holds an inlined function, for its
 	// share of them.
-	holders := make(map[*profile.Mapping][]*instance)
+	holders := make(map[uint32][]*instance) // by mapping number
 	for k, in := range byKey {
-		if k.inlined != "" {
+		if k.inlined != 0 {
 			holders[k.mapping] = append(holders[k.mapping], in)
 		}
 	}
 	if len(holders) > 0 {
-		for _, s := range p.Sample {
-			loc := s.Location[0]
+		for si := range p.Samples {
+			stack := p.Stack(&p.Samples[si])
+			if len(stack) == 0 {
+				continue
+			}
+			loc := p.Location(stack[0])
 			for _, in := range holders[loc.Mapping] {
 				if in.fn.Start <= loc.Address && loc.Address < in.fn.End {
-					in.holderSamples += s.Value[0]
+					in.holderSamples += p.Value(si)[0]
 				}
 			}
 		}
 	}
+	// Ties go by the profile's order of mappings, then by the inlined
+	// function, so that the same profile gives the same output however
+	// the map above is walked.
 	instances := slices.Collect(maps.Values(byKey))
 	slices.SortFunc(instances, func(a, b *instance) int {
 		return cmp.Or(cmp.Compare(b.samples, a.samples), cmp.Compare(b.onStack, a.onStack),
-			strings.Compare(a.module, b.module), cmp.Compare(a.fn.Start, b.fn.Start), strings.Compare(a.holder, b.holder))
+			strings.Compare(a.module, b.module), cmp.Compare(a.fn.Start, b.fn.Start), strings.Compare(a.holder, b.holder),
+			cmp.Compare(a.mapping, b.mapping), strings.Compare(a.inlined, b.inlined))
 	})
 	return instances, nil
 }
@@ -232,34 +271,50 @@ const closest = 5
 // notFound is the error for a symbol no sampled function goes by: it
 // suggests the closest names that were sampled, saying of an inlined
 // function what it was inlined into.
-func notFound(p *profile.Profile, symbol string) error {
+func notFound(p *contract.Profile, symbol string) error {
 	type candidate struct {
 		name     string
 		distance int
 		holders  []string // the functions it was inlined into, when never sampled as its own
 		own      bool
 	}
-	byName := make(map[string]*candidate)
-	for _, loc := range p.Location {
-		for i, ln := range loc.Line {
-			fn := ln.Function
+	// A name is judged by the first function met that reports give it;
+	// only those near enough are kept, a few of a million.
+	seen := make([]bool, len(p.Strings)) // by the number of a name reports give
+	byName := make(map[uint32]*candidate)
+	want := strings.ToLower(symbol)
+	for li := range p.Locations {
+		lines := p.LinesOf(&p.Locations[li])
+		for i, ln := range lines {
+			fn := p.Function(ln.Function)
 			if fn == nil {
 				continue
 			}
-			c := byName[contract.PerfName(fn)]
-			if c == nil {
-				c = &candidate{name: contract.PerfName(fn), distance: nearness(fn, symbol)}
-				byName[c.name] = c
+			name := perfName(p, ln.Function)
+			// The name reports give is the function's Name or its
+			// SystemName: its number is the one of the two that is it.
+			id := fn.Name
+			if p.String(id) != name {
+				id = fn.SystemName
 			}
-			if i == len(loc.Line)-1 {
+			if !seen[id] {
+				seen[id] = true
+				if d := nearness(p, fn, want); d >= 0 {
+					byName[id] = &candidate{name: name, distance: d}
+				}
+			}
+			c := byName[id]
+			if c == nil {
+				continue
+			}
+			if i == len(lines)-1 {
 				c.own = true
-			} else if holder := contract.PerfName(loc.Line[len(loc.Line)-1].Function); !slices.Contains(c.holders, holder) {
+			} else if holder := perfName(p, lines[len(lines)-1].Function); !slices.Contains(c.holders, holder) {
 				c.holders = append(c.holders, holder)
 			}
 		}
 	}
 	cs := slices.Collect(maps.Values(byName))
-	cs = slices.DeleteFunc(cs, func(c *candidate) bool { return c.distance < 0 })
 	slices.SortFunc(cs, func(a, b *candidate) int {
 		return cmp.Or(cmp.Compare(a.distance, b.distance), strings.Compare(a.name, b.name))
 	})
@@ -279,16 +334,16 @@ func notFound(p *profile.Profile, symbol string) error {
 	return fmt.Errorf("%s; the closest sampled names: %s", msg, strings.Join(near, "; "))
 }
 
-// nearness is how far symbol is from the nearest name fn goes by, or a
-// V8 function's name alone: 0 when one holds it or it holds one, ignoring
-// case, else their edit distance; -1 when too far to suggest (more than a
-// third of symbol's length).
-func nearness(fn *profile.Function, symbol string) int {
-	want := strings.ToLower(symbol)
+// nearness is how far want, a symbol in lower case, is from the nearest
+// name fn of p goes by (its Name and SystemName; the name reports give is
+// one of them), or a V8 function's name alone: 0 when one holds it or it
+// holds one, ignoring case, else their edit distance; -1 when too far to
+// suggest (more than a third of want's length).
+func nearness(p *contract.Profile, fn *contract.Function, want string) int {
 	best := -1
-	forms := names(fn)
-	v8, _ := runtimes.ParseV8Name(strings.TrimSuffix(fn.SystemName, contract.InferredSuffix))
-	for _, n := range append(forms[:], v8.Name) {
+	system := p.String(fn.SystemName)
+	v8, _ := runtimes.ParseV8Name(strings.TrimSuffix(system, contract.InferredSuffix))
+	for _, n := range [...]string{p.String(fn.Name), system, v8.Name} {
 		n = strings.ToLower(strings.TrimSuffix(n, contract.InferredSuffix))
 		if n == "" {
 			continue
@@ -332,11 +387,11 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 		w.WriteString("No symbol names this code: the sampled addresses.\n\n")
 		in.writeAddresses(w)
 		return nil
-	case in.inlined != nil:
+	case in.inlined != "":
 		fmt.Fprintf(w, "%s inlined into %s  (%s, %#x-%#x, %d %s samples in its code of %d in all)\n",
 			in.name, in.holder, filepath.Base(in.module), fn.Start, fn.End, in.samples, event, in.holderSamples)
 		how := "as the dump's inline records give them"
-		if strings.HasSuffix(in.inlined.SystemName, contract.InferredSuffix) {
+		if strings.HasSuffix(in.inlined, contract.InferredSuffix) {
 			how = "as jitprof inferred them from the runtime's source positions"
 		}
 		fmt.Fprintf(w, "Rows marked > are its code, %s; the samples are those of its code.\n", how)
@@ -388,7 +443,7 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 			if len(frames) > 1 {
 				r.inlined = frameName(leaf)
 			}
-			if in.inlined != nil && slices.ContainsFunc(frames[:len(frames)-1], func(f objtool.Frame) bool { return in.isInlined(f) }) {
+			if in.inlined != "" && slices.ContainsFunc(frames[:len(frames)-1], func(f objtool.Frame) bool { return in.isInlined(f) }) {
 				r.mark = ">"
 			}
 		}
@@ -398,7 +453,7 @@ func (in *instance) write(w *bufio.Writer, event string, o Options) error {
 		fmt.Fprintf(w, "A source ending (start) is where %s starts: the dump gives no line of its script there.\n", strings.Join(starts, ", "))
 	}
 	w.WriteString("\n")
-	marks := in.inlined != nil
+	marks := in.inlined != ""
 	line := func(r row) {
 		s := fmt.Sprintf("%8s %8s  %-16s  %-40s  %-24s  %s", r.pct, r.count, r.addr, r.text, r.source, r.inlined)
 		if marks {
@@ -420,7 +475,7 @@ func (in *instance) isInlined(f objtool.Frame) bool {
 	if f.Inferred {
 		name += contract.InferredSuffix
 	}
-	return name == in.inlined.SystemName
+	return name == in.inlined
 }
 
 // frameName is how pprof names an inlined frame: short, the header names

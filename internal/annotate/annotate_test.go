@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -52,7 +53,7 @@ var synthSamples = map[uint64]int{
 
 // synthProfile writes the recording with the project's writers and returns
 // the profile jitprof makes of it.
-func synthProfile(t *testing.T) *profile.Profile {
+func synthProfile(t *testing.T) *contract.Profile {
 	t.Helper()
 	dir := t.TempDir()
 	dump := filepath.Join(dir, fmt.Sprintf("jit-%d.dump", synthPid))
@@ -111,7 +112,7 @@ func synthProfile(t *testing.T) *profile.Profile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Profile.PProf()
+	return res.Profile
 }
 
 // An annotated instruction: "> 42.86  3  10001010  nop  x.js:6  JS:*inner [inferred]".
@@ -271,7 +272,7 @@ func TestSourceIsPprofs(t *testing.T) {
 		samples         int64
 	}
 	pprof := make(map[uint64]place)
-	for _, s := range p.Sample {
+	for _, s := range p.PProf().Sample {
 		loc := s.Location[0]
 		if len(loc.Line) == 0 {
 			continue
@@ -324,6 +325,83 @@ func TestSourceIsPprofs(t *testing.T) {
 		}
 		if tc.starts > 0 && !strings.Contains(out.String(), "where "+tc.symbol+" starts") {
 			t.Errorf("%s: no word of what (start) means:\n%s", tc.symbol, out.String())
+		}
+	}
+}
+
+// TestHandMade: profiles perfprof would not make, written by hand as pprof
+// profiles (IDs that are not places, a location with lines and no
+// mapping, a sample with no stack, an inlined frame whose holder line has
+// no function), give an annotation or an error, never a panic. The code is
+// a perf map's, which holds none: the sampled addresses are listed.
+func TestHandMade(t *testing.T) {
+	perfMap := filepath.Join(t.TempDir(), "perf-7.map")
+	if err := os.WriteFile(perfMap, []byte("1000 40 holder\n1040 40 other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &profile.Mapping{ID: 5, File: perfMap, Start: 0x1000, Limit: 0x2000}
+	holder := &profile.Function{ID: 9, Name: "holder", SystemName: "holder"}
+	small := &profile.Function{ID: 2, Name: "small", SystemName: "small"}
+	lost := &profile.Function{ID: 7, Name: "lost", SystemName: "lost"}
+	inlined := &profile.Location{ID: 4, Mapping: m, Address: 0x1010, Line: []profile.Line{{Function: small}, {Function: holder}}}
+	own := &profile.Location{ID: 1, Mapping: m, Address: 0x1020, Line: []profile.Line{{Function: holder}}}
+	unmapped := &profile.Location{ID: 3, Address: 0x50, Line: []profile.Line{{Function: lost}}}
+	noHolder := &profile.Location{ID: 8, Mapping: m, Address: 0x1050, Line: []profile.Line{{Function: small}, {}}}
+	// Unnamed code of two processes that ran the same file, sampled alike:
+	// shown in the order of their mappings, the first listed first.
+	sh1 := &profile.Mapping{ID: 11, File: "/bin/sh", Start: 0x5000, Limit: 0x6000}
+	sh2 := &profile.Mapping{ID: 6, File: "/bin/sh", Start: 0x9000, Limit: 0xa000}
+	inSh1 := &profile.Location{ID: 12, Mapping: sh1, Address: 0x5008}
+	inSh2 := &profile.Location{ID: 13, Mapping: sh2, Address: 0x9008}
+	sample := func(v int64, locs ...*profile.Location) *profile.Sample {
+		return &profile.Sample{Value: []int64{v}, Location: locs}
+	}
+	p := contract.FromPProf(&profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}},
+		PeriodType: &profile.ValueType{Type: "cpu-clock", Unit: "nanoseconds"},
+		Mapping:    []*profile.Mapping{m, sh1, sh2},
+		Function:   []*profile.Function{holder, small, lost},
+		Location:   []*profile.Location{inlined, own, unmapped, noHolder, inSh1, inSh2},
+		Sample: []*profile.Sample{sample(3, inlined), sample(2, own), sample(1), sample(1, noHolder, own), sample(1, unmapped),
+			sample(1, inSh2), sample(1, inSh1)},
+	})
+	for _, tc := range []struct {
+		symbol string
+		want   []string // in the output, or in the error when it fails
+		fails  bool
+	}{
+		{"small", []string{
+			"small inlined into holder  (perf-7.map, 0x1000-0x1040, 3 cpu-clock samples in its code of 5 in all)",
+			"small inlined into   (perf-7.map, 0x1040-0x1080, 1 cpu-clock samples in its code of 1 in all)",
+			"  100.00        3  1010\n",
+		}, false},
+		{"holder", []string{"holder  (perf-7.map, 0x1000-0x1040, 5 cpu-clock samples)", "named by a perf map, which holds no code",
+			"   60.00        3  1010\n   40.00        2  1020\n"}, false},
+		{Unknown, []string{"  100.00        1  5008\n\n[unknown]  (sh, 1 cpu-clock samples)"}, false},
+		{"lost", []string{"no function at 0x50: its location has no mapping"}, true},
+		{"smal", []string{`the closest sampled names: "small" (inlined into , holder)`}, true},
+	} {
+		var out bytes.Buffer
+		err := Write(&out, p, tc.symbol, Options{Syntax: disasm.GNU})
+		got := out.String()
+		for range 10 { // the same each time, however maps are walked
+			var again bytes.Buffer
+			if err := Write(&again, p, tc.symbol, Options{Syntax: disasm.GNU}); err == nil && again.String() != got {
+				t.Fatalf("%s: another output:\n%s\nthen\n%s", tc.symbol, got, again.String())
+			}
+		}
+		if tc.fails {
+			if err == nil {
+				t.Fatalf("%s: no error; output:\n%s", tc.symbol, got)
+			}
+			got = err.Error()
+		} else if err != nil {
+			t.Fatalf("%s: %v", tc.symbol, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q lacks %q", tc.symbol, got, w)
+			}
 		}
 	}
 }

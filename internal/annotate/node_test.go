@@ -39,7 +39,7 @@ func TestNodeReportNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := res.Profile.PProf()
+	p := res.Profile
 
 	var text bytes.Buffer
 	if err := report.Text(&text, p, report.Options{}); err != nil {
@@ -65,7 +65,7 @@ func TestNodeReportNames(t *testing.T) {
 		samples int64
 	}
 	pprof := make(map[at]place)
-	for _, s := range p.Sample {
+	for _, s := range p.PProf().Sample {
 		loc := s.Location[0]
 		if !contract.IsJIT(loc.Mapping) || len(loc.Line) == 0 {
 			continue
