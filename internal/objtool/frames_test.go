@@ -66,9 +66,9 @@ func TestFrames(t *testing.T) {
 		defer tool.Close()
 		for _, tc := range tests {
 			t.Run(form.name+"/"+tc.name, func(t *testing.T) {
-				fn, ok, err := form.funcAt(tool, tc.m, tc.addr)
+				fn, ok, err := funcAt(tool, tc.m, tc.addr)
 				if !ok || err != nil {
-					t.Fatalf("FuncAt(%#x) = %v, %v", tc.addr, ok, err)
+					t.Fatalf("FuncIn(%#x) = %v, %v", tc.addr, ok, err)
 				}
 				if got := fn.Frames(tc.addr); !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("Frames(%#x) = %+v\nwant %+v", tc.addr, got, tc.want)
@@ -103,9 +103,9 @@ func TestNoCode(t *testing.T) {
 	for _, form := range forms {
 		tool := form.tool(&profile.Profile{})
 		defer tool.Close()
-		fn, ok, err := form.funcAt(tool, &profile.Mapping{File: path}, 0x1004)
+		fn, ok, err := funcAt(tool, &profile.Mapping{File: path}, 0x1004)
 		if !ok || err != nil {
-			t.Fatalf("%s: FuncAt = %v, %v", form.name, ok, err)
+			t.Fatalf("%s: FuncIn = %v, %v", form.name, ok, err)
 		}
 		if _, _, err := fn.Code(); !errors.Is(err, ErrNoCode) {
 			t.Errorf("%s: Code of a perf map's function: %v, want ErrNoCode", form.name, err)

@@ -11,10 +11,10 @@ import (
 	"github.com/jitprof/jitprof/jitdump"
 )
 
-// TestFuncAtJIT: a jitted function is found by the code_index its mapping
+// TestFuncInJIT: a jitted function is found by the code_index its mapping
 // gives, at the place the mapping says, whatever else held that address:
 // its extent, code and lines are its own.
-func TestFuncAtJIT(t *testing.T) {
+func TestFuncInJIT(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jit-1.dump")
 	f, err := os.Create(path)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestFuncAtJIT(t *testing.T) {
 		defer tool.Close()
 		for _, tc := range tests {
 			t.Run(form.name+"/"+tc.name, func(t *testing.T) {
-				fn, ok, err := form.funcAt(tool, tc.m, tc.addr)
+				fn, ok, err := funcAt(tool, tc.m, tc.addr)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -67,7 +67,7 @@ func TestFuncAtJIT(t *testing.T) {
 					return
 				}
 				if fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end || fn.CodeIndex != tc.m.Offset {
-					t.Errorf("FuncAt = %s [%#x, %#x) index %d, want %s [%#x, %#x) index %d", fn.Name, fn.Start, fn.End, fn.CodeIndex, tc.want, tc.start, tc.end, tc.m.Offset)
+					t.Errorf("FuncIn = %s [%#x, %#x) index %d, want %s [%#x, %#x) index %d", fn.Name, fn.Start, fn.End, fn.CodeIndex, tc.want, tc.start, tc.end, tc.m.Offset)
 				}
 				code, _, err := fn.Code()
 				if err != nil || string(code) != tc.code {
@@ -82,8 +82,8 @@ func TestFuncAtJIT(t *testing.T) {
 	}
 }
 
-// TestFuncAtPerfMap: a perf map's entry, by the map's own lookup.
-func TestFuncAtPerfMap(t *testing.T) {
+// TestFuncInPerfMap: a perf map's entry, by the map's own lookup.
+func TestFuncInPerfMap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "perf-3.map")
 	if err := os.WriteFile(path, []byte("1000 10 foo\n1010 20 bar baz\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -97,51 +97,52 @@ func TestFuncAtPerfMap(t *testing.T) {
 			want       string
 			start, end uint64
 		}{{0x1000, "foo", 0x1000, 0x1010}, {0x102f, "bar baz", 0x1010, 0x1030}, {0x1030, "", 0, 0}} {
-			fn, ok, err := form.funcAt(tool, m, tc.addr)
+			fn, ok, err := funcAt(tool, m, tc.addr)
 			if err != nil || ok != (tc.want != "") || fn.Name != tc.want || fn.Start != tc.start || fn.End != tc.end {
-				t.Errorf("%s: FuncAt(%#x) = %+v, %v, %v; want %s [%#x, %#x)", form.name, tc.addr, fn, ok, err, tc.want, tc.start, tc.end)
+				t.Errorf("%s: FuncIn(%#x) = %+v, %v, %v; want %s [%#x, %#x)", form.name, tc.addr, fn, ok, err, tc.want, tc.start, tc.end)
 			}
 		}
 	}
 }
 
-// TestFuncAtNotJIT: mappings with no file behind them name nothing, and a
+// TestFuncInNotJIT: mappings with no file behind them name nothing, and a
 // dump that cannot be read is an error naming it.
-func TestFuncAtNotJIT(t *testing.T) {
+func TestFuncInNotJIT(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "jit-2.dump")
 	for _, form := range forms {
 		tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{{File: missing, BuildID: contract.JITBuildID}}})
 		defer tool.Close()
-		if _, ok, err := form.funcAt(tool, nil, 0x1000); ok || err != nil {
-			t.Errorf("%s: FuncAt(nil mapping) = %v, %v", form.name, ok, err)
+		if _, ok, err := funcAt(tool, nil, 0x1000); ok || err != nil {
+			t.Errorf("%s: FuncIn(nil mapping) = %v, %v", form.name, ok, err)
 		}
-		if _, ok, err := form.funcAt(tool, &profile.Mapping{File: contract.OffCPUFile}, 0x1000); ok || err != nil {
-			t.Errorf("%s: FuncAt(off-CPU mapping) = %v, %v", form.name, ok, err)
+		if _, ok, err := funcAt(tool, &profile.Mapping{File: contract.OffCPUFile}, 0x1000); ok || err != nil {
+			t.Errorf("%s: FuncIn(off-CPU mapping) = %v, %v", form.name, ok, err)
 		}
-		if _, _, err := form.funcAt(tool, &profile.Mapping{File: missing, BuildID: contract.JITBuildID}, 0x1000); err == nil || !strings.Contains(err.Error(), missing) {
+		if _, _, err := funcAt(tool, &profile.Mapping{File: missing, BuildID: contract.JITBuildID}, 0x1000); err == nil || !strings.Contains(err.Error(), missing) {
 			t.Errorf("%s: a missing dump gave %v, want an error naming it", form.name, err)
 		}
-		if _, _, err := form.funcAt(tool, &profile.Mapping{File: filepath.Join(t.TempDir(), "perf-3.map")}, 0x1000); err == nil {
+		if _, _, err := funcAt(tool, &profile.Mapping{File: filepath.Join(t.TempDir(), "perf-3.map")}, 0x1000); err == nil {
 			t.Errorf("%s: a missing perf map gave no error", form.name)
 		}
 	}
 }
 
-// forms are the tool's two entry points, for pprof's profiles and for
-// profiles in columns (contract.FromPProf of the same): tests hold both to
-// the same answers.
+// forms are the tool's two constructors, for pprof's profiles (the web
+// UI's) and for profiles in columns (contract.FromPProf of the same): tests
+// hold both to the same answers.
 var forms = []struct {
-	name   string
-	tool   func(*profile.Profile) *Tool
-	funcAt func(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error)
+	name string
+	tool func(*profile.Profile) *Tool
 }{
-	{"pprof", func(p *profile.Profile) *Tool { return New(nil, p) }, (*Tool).FuncAt},
-	{"columns", func(p *profile.Profile) *Tool { return ForProfiles(nil, contract.FromPProf(p)) },
-		func(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error) {
-			p := contract.FromPProf(&profile.Profile{Mapping: []*profile.Mapping{m}})
-			if m == nil {
-				return t.FuncIn(p, nil, addr)
-			}
-			return t.FuncIn(p, &p.Mappings[0], addr)
-		}},
+	{"pprof", func(p *profile.Profile) *Tool { return New(nil, p) }},
+	{"columns", func(p *profile.Profile) *Tool { return ForProfiles(nil, contract.FromPProf(p)) }},
+}
+
+// funcAt is t.FuncIn for a pprof mapping, nil for none.
+func funcAt(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error) {
+	p := contract.FromPProf(&profile.Profile{Mapping: []*profile.Mapping{m}})
+	if m == nil {
+		return t.FuncIn(p, nil, addr)
+	}
+	return t.FuncIn(p, &p.Mappings[0], addr)
 }

@@ -59,7 +59,8 @@ func New(files *contract.Files, ps ...*profile.Profile) *Tool {
 	return t
 }
 
-// ForProfiles is New for profiles in columns, as perfprof hands them over.
+// ForProfiles is New for profiles in columns, as perfprof hands them over
+// (New serves pprof's web UI, which reads pprof's objects).
 func ForProfiles(files *contract.Files, ps ...*contract.Profile) *Tool {
 	dumps := make(map[string]*dumpindex.Dump)
 	for _, p := range ps {
@@ -140,68 +141,50 @@ type Func struct {
 // not hold: the kernel's, a perf map's.
 var ErrNoCode = errors.New("no code to show")
 
-// FuncAt returns the function that holds addr in the mapping m of a profile
-// perfprof made, as perfprof named it: a jitted function by the code_index
-// its mapping gives (Offset), an ELF or vDSO symbol by the file's symbol
-// table, a kernel symbol by /proc/kallsyms, a perf map's entry by the map.
-// It returns false when nothing there names addr.
-func (t *Tool) FuncAt(m *profile.Mapping, addr uint64) (Func, bool, error) {
-	if m == nil {
-		return Func{}, false, nil
-	}
-	return t.funcAt(mapping{file: m.File, buildID: m.BuildID, start: m.Start, limit: m.Limit, offset: m.Offset}, addr)
-}
-
-// FuncIn is FuncAt for mapping m of p, a profile in columns; m may be nil
-// (a location of no mapping).
+// FuncIn returns the function that holds addr in the mapping m of p, a
+// profile perfprof made, as perfprof named it: a jitted function by the
+// code_index its mapping gives (Offset), an ELF or vDSO symbol by the
+// file's symbol table, a kernel symbol by /proc/kallsyms, a perf map's
+// entry by the map. It returns false when nothing there names addr, or m
+// is nil (a location of no mapping).
 func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Func, bool, error) {
 	if m == nil {
 		return Func{}, false, nil
 	}
-	return t.funcAt(mapping{file: p.String(m.File), buildID: p.String(m.BuildID), start: m.Start, limit: m.Limit, offset: m.Offset}, addr)
-}
-
-// mapping is what FuncAt reads of a profile's mapping, whichever form the
-// profile has.
-type mapping struct {
-	file, buildID        string
-	start, limit, offset uint64
-}
-
-func (t *Tool) funcAt(m mapping, addr uint64) (Func, bool, error) {
+	file, buildID := p.String(m.File), p.String(m.BuildID)
 	switch {
-	case m.file == contract.OffCPUFile:
+	case file == contract.OffCPUFile:
 		return Func{}, false, nil
-	case m.buildID == contract.JITBuildID:
-		jf, err := t.jitFile(m.file)
+	case buildID == contract.JITBuildID:
+		jf, err := t.jitFile(file)
 		if err != nil || jf == nil {
 			return Func{}, false, err
 		}
-		p := jf.placedAt(m.offset, m.start)
-		if p == nil || addr < p.addr || addr >= p.end() {
+		pl := jf.placedAt(m.Offset, m.Start)
+		if pl == nil || addr < pl.addr || addr >= pl.end() {
 			return Func{}, false, nil
 		}
-		return Func{Name: p.fn.Name, Start: p.addr, End: p.end(), CodeIndex: p.fn.CodeIndex, jit: p}, true, nil
-	case m.file == contract.KernelFile:
+		return Func{Name: pl.fn.Name, Start: pl.addr, End: pl.end(), CodeIndex: pl.fn.CodeIndex, jit: pl}, true, nil
+	case file == contract.KernelFile:
 		kt, err := t.kernelTable()
 		if err != nil {
 			return Func{}, false, err
 		}
 		s, ok := kt.Lookup(addr)
 		return Func{Name: s.Name, Start: s.Start, End: s.End, noCode: "kernel code, which a recording does not hold"}, ok, nil
-	case contract.IsPerfMap(m.file):
-		pt, err := t.perfMap(m.file)
+	case contract.IsPerfMap(file):
+		pt, err := t.perfMap(file)
 		if err != nil {
 			return Func{}, false, err
 		}
 		e, ok := pt.Lookup(addr)
 		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size, noCode: "named by a perf map, which holds no code"}, ok, nil
 	}
-	ef, err := t.elfFile(m.file)
+	ef, err := t.elfFile(file)
 	if err != nil {
 		return Func{}, false, err
 	}
-	mf, err := ef.mapped(m.start, m.limit, m.offset)
+	mf, err := ef.mapped(m.Start, m.Limit, m.Offset)
 	if err != nil {
 		return Func{}, false, err
 	}
