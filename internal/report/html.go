@@ -321,7 +321,9 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 	}
 	paths := make([]path, 0, len(m.samples))
 	var count int64
-	all := make([]int32, 0, len(m.samples)) // one array for every path
+	// One array for every path, sized for a command and the frames of
+	// each.
+	all := make([]int32, 0, len(m.samples)+len(m.stacks))
 	for i := range m.samples {
 		s := &m.samples[i]
 		if s.value == 0 {

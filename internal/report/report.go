@@ -350,10 +350,20 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 	b.byFunction = make([]placed, len(p.Functions)+1)
 	b.byMapping = make([]mapped, len(p.Mappings)+1)
 	// One array holds every stack: a slice per sample would be an
-	// allocation per sample.
+	// allocation per sample. It is sized for their frames, the locations
+	// resolved first in the order the stacks are made in, so that frames
+	// are numbered as they are met: grown by appending, 8,000-deep stacks
+	// would be copied over and over.
 	n := 0
 	for i := range p.Samples {
-		n += max(int(p.Samples[i].Depth), 1)
+		locations := p.Stack(&p.Samples[i])
+		for _, l := range locations {
+			n += int(b.span(l).n)
+		}
+		if len(locations) == 0 {
+			b.unknownIn(0)
+			n++
+		}
 	}
 	stacks := make([]int32, 0, n)
 	m.samples = make([]sample, 0, len(p.Samples))
@@ -425,14 +435,21 @@ type mapped struct {
 	kernel, jit bool
 }
 
-// appendFrames appends the frames of location number l to stack,
-// innermost first: with inlining, the inlined functions innermost first,
-// then the function the address is in.
-func (b *builder) appendFrames(stack []int32, l uint32) []int32 {
+// span returns the frames of location number l, resolving it when first
+// asked.
+func (b *builder) span(l uint32) span {
 	sp := &b.located[l]
 	if sp.n == 0 {
 		*sp = b.resolve(b.p.Location(l))
 	}
+	return *sp
+}
+
+// appendFrames appends the frames of location number l to stack,
+// innermost first: with inlining, the inlined functions innermost first,
+// then the function the address is in.
+func (b *builder) appendFrames(stack []int32, l uint32) []int32 {
+	sp := b.span(l)
 	if sp.n == 1 {
 		return append(stack, sp.start)
 	}
