@@ -106,13 +106,27 @@ func (t *stringTable) id(s string) uint32 {
 // locations builds p's locations, one per location of the aggregator, with
 // their mappings and functions, and drops the aggregator's record of them.
 func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
+	// Mappings and functions are found again by their keys through
+	// indexes that hold, for each, the location that made it, whose frame
+	// gives the key back, and the top half of its key's hash, which spares
+	// making the frames of the others met on the way: a map of the keys,
+	// or a list of them, cost 30 to 100 bytes a function at a million
+	// functions (a jitted function has a mapping of its own).
 	type mappingKey struct {
 		module       *symbolize.Module
 		start, pgoff uint64 // ELF files and the vDSO: the mapping's; jitted code: the function's place and code_index
 	}
-	// The mappings' keys, by their place in p.Mappings: a jitted
-	// function has a mapping of its own, so they are as many.
-	var mappingKeys []mappingKey
+	mappingKeyOf := func(fr symbolize.Frame) mappingKey {
+		key := mappingKey{module: fr.Module}
+		switch {
+		case fr.Symbol.JIT != nil:
+			key.start, key.pgoff = fr.Symbol.Start, fr.Symbol.JIT.CodeIndex
+		case fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO:
+			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
+		}
+		return key
+	}
+	var mappingMade []made // by place in p.Mappings
 	mappings := newIndex(0)
 	seed := maphash.MakeSeed()
 	ownMappings := 0 // the jitted functions'
@@ -123,22 +137,16 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	}
 	p.Mappings = make([]contract.Mapping, 0, ownMappings+64)
 	jitBuildID := strs.id(contract.JITBuildID)
-	mappingOf := func(fr symbolize.Frame) uint32 {
+	mappingOf := func(loc uint32, fr symbolize.Frame) uint32 {
 		if fr.Module == nil {
 			return 0
 		}
-		key := mappingKey{module: fr.Module}
-		jit := fr.Symbol.JIT
-		switch {
-		case jit != nil:
-			key.start, key.pgoff = fr.Symbol.Start, jit.CodeIndex
-		case fr.Module.Kind == symbolize.ELF || fr.Module.Kind == symbolize.VDSO:
-			key.start, key.pgoff = fr.Map.Start, fr.Map.Pgoff
-		}
+		key := mappingKeyOf(fr)
+		h := maphash.Comparable(seed, key)
 		var id uint32
-		i := mappings.first(maphash.Comparable(seed, key))
+		i := mappings.first(h)
 		for ; mappings.slots[i] != 0; i = mappings.next(i) {
-			if mappingKeys[mappings.slots[i]-1] == key {
+			if m := mappingMade[mappings.slots[i]-1]; m.is(h) && mappingKeyOf(a.frame(m.loc)) == key {
 				id = mappings.slots[i]
 				break
 			}
@@ -149,8 +157,8 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true,
 			}
 			switch {
-			case jit != nil:
-				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, jit.CodeIndex, jitBuildID
+			case fr.Symbol.JIT != nil:
+				m.Start, m.Limit, m.Offset, m.BuildID = fr.Symbol.Start, fr.Symbol.End, fr.Symbol.JIT.CodeIndex, jitBuildID
 			case key.start != 0:
 				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
 			}
@@ -158,9 +166,9 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				m.BuildID = strs.id(hex.EncodeToString(fr.Module.BuildID))
 			}
 			p.Mappings = append(grown(p.Mappings, 1), m)
-			mappingKeys = append(grown(mappingKeys, 1), key)
+			mappingMade = append(grown(mappingMade, 1), madeBy(loc, h))
 			id = uint32(len(p.Mappings))
-			mappings.add(i, id, func(id uint32) uint64 { return maphash.Comparable(seed, mappingKeys[id-1]) })
+			mappings.add(i, id, func(id uint32) uint64 { return mappingMade[id-1].hash() })
 		}
 		if key.start == 0 {
 			m := &p.Mappings[id-1]
@@ -183,7 +191,9 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		name   string
 		start  uint64
 	}
-	functions := make(map[functionKey]uint32)
+	functionKeyOf := func(fr symbolize.Frame) functionKey { return functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start} }
+	functions := newIndex(0)
+	var functionMade []made // by place in p.Functions; of those functions finds
 	byAggregated := make([]uint32, len(a.fns))
 	startColumns := make(map[uint32]int64)             // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function with lines, not per location
@@ -214,7 +224,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	p.Lines = make([]contract.Line, 0, len(a.locs))
 	for i := range a.locs {
 		fr := a.frame(uint32(i))
-		loc := contract.Location{Mapping: mappingOf(fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
+		loc := contract.Location{Mapping: mappingOf(uint32(i), fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
 		if fr.Symbol.Name == "" {
 			p.Locations[i] = loc
 			continue
@@ -234,8 +244,18 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		agg := a.locs[i].fn
 		id := byAggregated[agg]
 		if id == 0 {
-			key := functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start}
-			if id = functions[key]; id == 0 {
+			// Per function, the chains inlined into one function are
+			// the aggregator's functions of one profile Function.
+			key := functionKeyOf(fr)
+			h := maphash.Comparable(seed, key)
+			slot := functions.first(h)
+			for ; a.perFunction && functions.slots[slot] != 0; slot = functions.next(slot) {
+				if found := functions.slots[slot]; functionMade[found-1].is(h) && functionKeyOf(a.frame(functionMade[found-1].loc)) == key {
+					id = found
+					break
+				}
+			}
+			if id == 0 {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
 				var col int64
 				id, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
@@ -243,7 +263,11 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 					startColumns[id] = col
 				}
 				if a.perFunction {
-					functions[key] = id
+					for len(functionMade) < len(p.Functions) { // inlined functions have none
+						functionMade = append(grown(functionMade, 1), made{})
+					}
+					functionMade[id-1] = madeBy(uint32(i), h)
+					functions.add(slot, id, func(id uint32) uint64 { return functionMade[id-1].hash() })
 				}
 			}
 			byAggregated[agg] = id
@@ -279,6 +303,19 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	}
 	a.locs, a.fns, a.oddFrames, a.others, a.dumps = nil, nil, nil, nil, nil
 }
+
+// made is the location that made a mapping or function of the profile,
+// and the top half of the hash of their key: enough for an index, whose
+// slot for a hash is in its top bits.
+type made struct{ loc, top uint32 }
+
+func madeBy(loc uint32, h uint64) made { return made{loc, uint32(h >> 32)} }
+
+// is tells whether a key of hash h may be m's.
+func (m made) is(h uint64) bool { return m.top == uint32(h>>32) }
+
+// hash returns the hash of m's key, as far as an index looks.
+func (m made) hash() uint64 { return uint64(m.top) << 32 }
 
 // samplesOf builds p's samples, one per distinct sample of the aggregator,
 // and drops the aggregator's record of them. The samples' stacks are the
