@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/jitprof/jitprof/internal/contract"
+	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -86,7 +88,9 @@ func TestJVMDWARFStacks(t *testing.T) {
 	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.start", "name=dwarf", "settings=profile", "method-profiling=max", "filename=" + jfr})
 	from := time.Now()
 	data := filepath.Join(dir, "perf.data")
-	runCommand(t, []string{bin, "record", "-q", "-p", fmt.Sprint(pid), "--call-graph", "dwarf", "--duration", "4s", "-o", data})
+	// Not quiet: whether and when the agent was loaded is what a failure
+	// below needs to know.
+	recorded := runCommand(t, []string{bin, "record", "-p", fmt.Sprint(pid), "--call-graph", "dwarf", "--duration", "4s", "-o", data})
 	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.stop", "name=dwarf"})
 	pb := filepath.Join(dir, "profile.pb.gz")
 	runCommand(t, []string{bin, "report", "-q", "-i", data, "--format", "pprof", "-o", pb})
@@ -123,7 +127,7 @@ func TestJVMDWARFStacks(t *testing.T) {
 	}
 	t.Logf("the JVM's %d samples: %d in Work's methods, of which %d reach %s and the thread's start", all, inWork, whole, main)
 	if float64(inWork) < 0.6*float64(all) {
-		t.Errorf("%d of the JVM's %d samples are in Work's methods, want 60%%", inWork, all)
+		t.Errorf("%d of the JVM's %d samples are in Work's methods, want 60%%; record said:\n%s", inWork, all, recorded)
 	}
 	if inWork == 0 || float64(whole) < 0.9*float64(inWork) {
 		t.Errorf("%d of %d stacks in Work's methods reach main and the thread's start, want 90%%", whole, inWork)
@@ -150,7 +154,9 @@ func containsPrefix(names []string, prefix string) bool {
 // agent names each class's methods by their Method* (JITPROF_METHODS), and
 // the unwinder reads the Method* each interpreter frame holds: 90% of the
 // samples in the interpreter name Work.main and the method the innermost
-// interpreter frame runs, instead of Interpreter. The cost is logged: the
+// interpreter frame runs, instead of Interpreter, and each method is one
+// function of the profile, shown (its Name, which text, folded and HTML
+// reports print) as that method. The cost is logged: the
 // dump's size and the agent's time with and without the records.
 func TestJVMInterpretedFrames(t *testing.T) {
 	fixtures.RealTier(t, "a JVM with -Xint recorded with --call-graph dwarf")
@@ -181,6 +187,32 @@ func TestJVMInterpretedFrames(t *testing.T) {
 	t.Logf("%d samples in the interpreter, %d name main and the method running", interp, named)
 	if interp < 1000 || float64(named) < 0.9*float64(interp) {
 		t.Errorf("%d of %d samples in the interpreter name main and the method running, want 90%%", named, interp)
+	}
+	// What reports show is the function's Name: an interpreted method is
+	// shown as itself, not as the interpreter, and is one function however
+	// many samples it has (one a sample made the report quadratic).
+	seen := map[string]bool{}
+	var misshown, twice []string
+	for _, fn := range p.Function {
+		if !strings.HasSuffix(fn.SystemName, contract.InterpretedSuffix) {
+			continue
+		}
+		if want := demangle.Name(fn.SystemName); fn.Name != want {
+			misshown = append(misshown, fmt.Sprintf("%q as %q, want %q", fn.SystemName, fn.Name, want))
+		}
+		if seen[fn.SystemName] {
+			twice = append(twice, fn.SystemName)
+		}
+		seen[fn.SystemName] = true
+	}
+	if len(misshown) > 0 {
+		t.Errorf("%d functions of interpreted methods are shown by another name, the first %s", len(misshown), misshown[0])
+	}
+	if len(twice) > 0 {
+		t.Errorf("%d functions of the %d interpreted methods are another's copy, the first of %q", len(twice), len(seen), twice[0])
+	}
+	if !seen[main] {
+		t.Errorf("no function %q among the profile's %d", main, len(p.Function))
 	}
 
 	// The cost of the records: the same run, with and without them.
