@@ -87,11 +87,18 @@ func splitCPython(raw string) (SourceName, bool) {
 // outputs (text, JSON, folded stacks, the HTML flame graph, gprof's files,
 // annotate) show it: the runtime's own name for a function whose profile
 // Function was split for pprof, the demangled Name otherwise.
-func PerfName(fn *profile.Function) string {
-	system, _ := strings.CutSuffix(fn.SystemName, InferredSuffix)
-	name, _ := strings.CutSuffix(fn.Name, InferredSuffix)
-	if sn, ok := SplitName(system); ok && sn.Name == name {
-		return fn.SystemName
+func PerfName(fn *profile.Function) string { return perfName(fn.Name, fn.SystemName) }
+
+// PerfName is PerfName of a function of p.
+func (p *Profile) PerfName(fn *Function) string {
+	return perfName(p.String(fn.Name), p.String(fn.SystemName))
+}
+
+func perfName(name, systemName string) string {
+	system, _ := strings.CutSuffix(systemName, InferredSuffix)
+	bare, _ := strings.CutSuffix(name, InferredSuffix)
+	if sn, ok := SplitName(system); ok && sn.Name == bare {
+		return systemName
 	}
-	return cmp.Or(fn.Name, fn.SystemName)
+	return cmp.Or(name, systemName)
 }

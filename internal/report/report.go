@@ -113,7 +113,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/pprof/profile"
 
 	"github.com/jitprof/jitprof/internal/contract"
 )
@@ -511,7 +510,7 @@ func (b *builder) function(id uint32, mp *mapped) int32 {
 // perfName returns the number of the name perf report gives fn
 // (contract.PerfName): its Name's or its SystemName's.
 func perfName(p *contract.Profile, fn *contract.Function) uint32 {
-	if contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)}) == p.String(fn.SystemName) {
+	if p.PerfName(fn) == p.String(fn.SystemName) {
 		return fn.SystemName
 	}
 	return fn.Name
