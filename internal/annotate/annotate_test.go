@@ -3,6 +3,7 @@ package annotate
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -365,6 +366,10 @@ func TestHandMade(t *testing.T) {
 		Sample: []*profile.Sample{sample(3, inlined), sample(2, own), sample(1), sample(1, noHolder, own), sample(1, unmapped),
 			sample(1, inSh2), sample(1, inSh1)},
 	})
+	valueless := contract.FromPProf(&profile.Profile{Location: []*profile.Location{own}, Sample: []*profile.Sample{{Location: []*profile.Location{own}}}})
+	if err := Write(io.Discard, valueless, "holder", Options{}); err == nil || !strings.Contains(err.Error(), "no values") {
+		t.Errorf("samples without values: %v, want an error saying so", err)
+	}
 	for _, tc := range []struct {
 		symbol string
 		want   []string // in the output, or in the error when it fails
