@@ -14,7 +14,7 @@ import (
 // by its first frame (the rest), and whichever of the two was seen first;
 // each location gives back the frame it was first seen as.
 func TestIntern(t *testing.T) {
-	codes := []*dumpindex.Code{{Name: "f", CodeSize: 64}, {Name: "g", CodeSize: 64}, {Name: "f", CodeSize: 32}, {Name: "", CodeSize: 16}}
+	codes := []*dumpindex.Code{{Name: "f", CodeSize: 64}, {Name: "g", CodeSize: 64}, {Name: "f", CodeSize: 32}, {Name: "", CodeSize: 16}, {Name: "Interpreter", CodeSize: 256}}
 	dump := &symbolize.Module{Name: "jit-1.dump", Kind: symbolize.JIT, Dump: &jitsources.Dump{Dump: &dumpindex.Dump{Functions: codes}}}
 	elf := &symbolize.Module{Name: "/bin/x", Kind: symbolize.ELF}
 	whole := func(code uint32, start, addr uint64) symbolize.Frame {
@@ -27,6 +27,14 @@ func TestIntern(t *testing.T) {
 	split := func(code uint32, start, addr uint64) symbolize.Frame {
 		fr := whole(code, start, addr)
 		fr.Map.Start, fr.Map.Pgoff = start+16, 16
+		return fr
+	}
+	// running is a frame of HotSpot's interpreter named as the method it
+	// runs (symbolize.Space.Interpreted): the interpreter's code, another
+	// name.
+	running := func(method string, addr uint64) symbolize.Frame {
+		fr := whole(4, 0x6000, addr)
+		fr.Symbol.Name = method + " [interpreted]"
 		return fr
 	}
 	named := symbolize.Frame{Addr: 0x401010, Module: elf, Symbol: symbolize.Symbol{Name: "_Z4mainv", Start: 0x401000, End: 0x401100}}
@@ -67,6 +75,12 @@ func TestIntern(t *testing.T) {
 				{whole(2, 0x1000, 0x1008), 5, 0},        // f compiled again, again
 				{split(0, 0x1000, 0x1020), 1, 0},        // the second again
 				{named, 8, 8},                           // the ELF symbol again
+				{whole(4, 0x6000, 0x6010), -1, -1},      // the interpreter
+				{running("La;a()V", 0x6010), -1, -1},    // running a method, at the same address: another function
+				{running("La;b()V", 0x6010), -1, -1},    // running another method
+				{running("La;a()V", 0x6020), -1, 21},    // the first method, elsewhere in the interpreter
+				{running("La;a()V", 0x6010), 21, 21},    // the first method at its first address again
+				{whole(4, 0x6000, 0x6020), -1, 20},      // the interpreter, elsewhere
 			}
 			ids := make([]uint32, len(frames))
 			for i, f := range frames {
@@ -96,6 +110,9 @@ func TestIntern(t *testing.T) {
 			}
 			if got := a.name(a.locs[ids[8]-1].fn); got != "main" {
 				t.Errorf("the ELF symbol is named %q, want main", got)
+			}
+			if got := a.name(a.locs[ids[21]-1].fn); got != "a.a() [interpreted]" { // demangled as perf shows Java
+				t.Errorf("the interpreter running a is named %q", got)
 			}
 			if got := a.name(a.locs[ids[0]-1].fn); got != "f" {
 				t.Errorf("f is named %q", got)

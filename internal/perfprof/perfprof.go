@@ -745,7 +745,11 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		f.flags |= interpreter
 	}
 	f.dump = a.dumpIDs[fr.Module]
-	if whole := fr.Symbol.Start == fr.Map.Start && fr.Symbol.End == fr.Map.End && fr.Map.Pgoff == 0; fr.Symbol.JIT == nil || fr.Symbol.Name == "" || fk.inlined != "" || !whole {
+	// Kept by its place in the dump only when the dump's code at that
+	// place gives its key back: placed whole, and named as the code is
+	// (an interpreter frame named as the method it runs holds the
+	// interpreter's code).
+	if whole := fr.Symbol.Start == fr.Map.Start && fr.Symbol.End == fr.Map.End && fr.Map.Pgoff == 0; fr.Symbol.JIT == nil || fr.Symbol.Name == "" || fr.Symbol.Name != fr.Symbol.JIT.Name || fk.inlined != "" || !whole {
 		f.dump = 0
 	}
 	if f.dump != 0 {
