@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/jitdump"
@@ -145,4 +146,12 @@ func funcAt(t *Tool, m *profile.Mapping, addr uint64) (Func, bool, error) {
 		return t.FuncIn(p, nil, addr)
 	}
 	return t.FuncIn(p, &p.Mappings[0], addr)
+}
+
+// TestPlacedSize: a dump's every function is placed, a million of them in
+// a large one; placed stays at 24 bytes.
+func TestPlacedSize(t *testing.T) {
+	if n := unsafe.Sizeof(placed{}); n != 24 {
+		t.Errorf("placed is %d bytes, want 24", n)
+	}
 }

@@ -128,7 +128,8 @@ type Func struct {
 	// rest.
 	CodeIndex uint64
 
-	jit *placed // for jitted code
+	jit *placed // for jitted code, of jf
+	jf  *jitFile
 	elf *elfFile
 	// base is what to subtract from a runtime address to get the ELF
 	// file's own.
@@ -164,7 +165,7 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 		if pl == nil || addr < pl.addr || addr >= pl.end() {
 			return Func{}, false, nil
 		}
-		return Func{Name: pl.fn.Name, Start: pl.addr, End: pl.end(), CodeIndex: pl.fn.CodeIndex, jit: pl}, true, nil
+		return Func{Name: pl.fn.Name, Start: pl.addr, End: pl.end(), CodeIndex: pl.fn.CodeIndex, jit: pl, jf: jf}, true, nil
 	case file == contract.KernelFile:
 		kt, err := t.kernelTable()
 		if err != nil {
@@ -200,7 +201,7 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 func (f Func) Code() ([]byte, elf.Machine, error) {
 	switch {
 	case f.jit != nil:
-		return f.jit.fn.Code[:min(uint64(len(f.jit.fn.Code)), f.jit.fn.CodeSize)], f.jit.mach, nil
+		return f.jit.fn.Code[:min(uint64(len(f.jit.fn.Code)), f.jit.fn.CodeSize)], f.jf.mach, nil
 	case f.elf != nil:
 		code, err := f.elf.code(f.Start-f.base, f.End-f.base)
 		return code, f.elf.f.Machine, err
@@ -231,7 +232,7 @@ func (f Func) Frames(addr uint64) []Frame {
 	if f.jit == nil {
 		return nil
 	}
-	return f.jit.frames(addr)
+	return f.jf.frames(f.jit, addr)
 }
 
 // jitFile returns the index of the dump named file, read on first use, or
@@ -334,22 +335,28 @@ func (t *Tool) Close() error {
 }
 
 // placed is a function of a dump at one of its addresses: where it was
-// loaded, and where each CODE_MOVE put it.
+// loaded, and where each CODE_MOVE put it. There is one for each of a
+// dump's million functions: 24 bytes.
 type placed struct {
-	fn    *dumpindex.Code
-	addr  uint64
-	order int // of the load or move in the dump; later ones are greater
-	lines dumpindex.Lines
-	mach  elf.Machine
+	fn   *dumpindex.Code
+	addr uint64
+	// order is that of the load or move in the dump; later ones are
+	// greater. A dump of 2^32 events would take a terabyte to index.
+	order uint32
+	lines uint32 // the function's line table: its place in jitFile.lines + 1; 0 for none
 }
 
 func (p *placed) end() uint64 { return p.addr + p.fn.CodeSize }
 
-// frames returns the functions whose code is at addr, innermost first (see
-// Func.Frames).
-func (p *placed) frames(addr uint64) []Frame {
+// frames returns the functions whose code is at addr in p, innermost first
+// (see Func.Frames).
+func (jf *jitFile) frames(p *placed, addr uint64) []Frame {
 	load := addr - (p.addr - p.fn.CodeAddr)
-	file, line, _ := p.lines.At(load)
+	var lines dumpindex.Lines
+	if p.lines != 0 {
+		lines = jf.lines[p.lines-1]
+	}
+	file, line, _ := lines.At(load)
 	own := Frame{Name: p.fn.Name, File: file, Line: int(line)}
 	// As perfprof builds a profile's lines: a function whose name gives its
 	// place (V8's) has that place where the dump gives no line of its own
@@ -380,6 +387,7 @@ type jitFile struct {
 	path    string
 	mach    elf.Machine
 	placed  []placed // by address, end, then order; one array, not a pointer per place
+	lines   []dumpindex.Lines
 	maxSize uint64
 }
 
@@ -387,17 +395,18 @@ func newJITFile(path string, d *dumpindex.Dump) *jitFile {
 	jf := &jitFile{path: path, mach: d.Machine(), placed: make([]placed, 0, d.EventCount())}
 	// A function's lines serve each of its places; most functions have
 	// none.
-	lines := make(map[*dumpindex.Code]dumpindex.Lines)
+	lines := make(map[*dumpindex.Code]uint32)
 	for i, ev := range d.Events() {
 		fn := ev.Code
 		if fn.CodeSize == 0 || ev.Addr+fn.CodeSize < ev.Addr {
 			continue // covers nothing, or wraps around
 		}
-		p := placed{fn: fn, addr: ev.Addr, order: i, mach: jf.mach}
+		p := placed{fn: fn, addr: ev.Addr, order: uint32(i)}
 		if fn.Debug() != nil {
 			l, ok := lines[fn]
 			if !ok {
-				l = fn.Lines()
+				jf.lines = append(jf.lines, fn.Lines())
+				l = uint32(len(jf.lines))
 				lines[fn] = l
 			}
 			p.lines = l
@@ -460,7 +469,7 @@ func (jf *jitFile) SourceLine(addr uint64) ([]driver.Frame, error) {
 		return nil, fmt.Errorf("%s: no function at %#x", jf.path, addr)
 	}
 	var frames []driver.Frame
-	for _, fr := range p.frames(addr) {
+	for _, fr := range jf.frames(p, addr) {
 		name := fr.Name
 		if fr.Inferred {
 			name += contract.InferredSuffix // as the profile names it
@@ -531,7 +540,7 @@ func (jf *jitFile) decode(p *placed, start, end uint64, syntax disasm.Syntax) ([
 		if in.Addr < start || in.Addr > end {
 			continue
 		}
-		leaf := p.frames(in.Addr)[0]
+		leaf := jf.frames(p, in.Addr)[0]
 		insts = append(insts, driver.Inst{Addr: in.Addr, Text: in.Text, Function: p.fn.Name, File: leaf.File, Line: leaf.Line})
 	}
 	return insts, nil
