@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/objtool"
@@ -81,14 +80,14 @@ func Write(w io.Writer, p *contract.Profile, symbol string, o Options) error {
 	return bw.Flush()
 }
 
-// perfName is the name reports give function number id of p
-// (contract.PerfName), "" for none.
+// perfName is the name reports give function number id of p, "" for
+// none.
 func perfName(p *contract.Profile, id uint32) string {
 	fn := p.Function(id)
 	if fn == nil {
 		return ""
 	}
-	return contract.PerfName(&profile.Function{Name: p.String(fn.Name), SystemName: p.String(fn.SystemName)})
+	return p.PerfName(fn)
 }
 
 // namesOf returns the numbers of the strings of p that are symbol, as a
