@@ -123,6 +123,17 @@ func TestInlineFrames(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("samples by frames:\n got %v\nwant %v", got, want)
 			}
+			// However many chains are inlined into it, the function
+			// that holds them is one function of the profile.
+			roots := 0
+			for _, f := range res.Profile.Functions {
+				if res.Profile.String(f.Name) == "root" {
+					roots++
+				}
+			}
+			if roots != 1 {
+				t.Errorf("%d functions named root, want 1", roots)
+			}
 			if tc.opts.PerFunction {
 				locs := map[string]bool{}
 				for _, l := range res.Profile.PProf().Location {

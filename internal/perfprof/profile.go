@@ -192,7 +192,17 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		start  uint64
 	}
 	functionKeyOf := func(fr symbolize.Frame) functionKey { return functionKey{fr.Module, fr.Symbol.Name, fr.Symbol.Start} }
-	functions := newIndex(0)
+	// Only per function, and only when it told apart chains inlined into
+	// a function, are several of the aggregator's functions one of the
+	// profile's; else each is its own, with no index to find it by.
+	merging := false
+	for _, o := range a.others {
+		merging = merging || a.perFunction && o.inlined != ""
+	}
+	var functions index
+	if merging {
+		functions = newIndex(0)
+	}
 	var functionMade []made // by place in p.Functions; of those functions finds
 	byAggregated := make([]uint32, len(a.fns))
 	startColumns := make(map[uint32]int64)             // of the functions whose name gives one
@@ -244,15 +254,17 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		agg := a.locs[i].fn
 		id := byAggregated[agg]
 		if id == 0 {
-			// Per function, the chains inlined into one function are
-			// the aggregator's functions of one profile Function.
-			key := functionKeyOf(fr)
-			h := maphash.Comparable(seed, key)
-			slot := functions.first(h)
-			for ; a.perFunction && functions.slots[slot] != 0; slot = functions.next(slot) {
-				if found := functions.slots[slot]; functionMade[found-1].is(h) && functionKeyOf(a.frame(functionMade[found-1].loc)) == key {
-					id = found
-					break
+			var key functionKey
+			var h uint64
+			slot := 0
+			if merging {
+				key = functionKeyOf(fr)
+				h = maphash.Comparable(seed, key)
+				for slot = functions.first(h); functions.slots[slot] != 0; slot = functions.next(slot) {
+					if found := functions.slots[slot]; functionMade[found-1].is(h) && functionKeyOf(a.frame(functionMade[found-1].loc)) == key {
+						id = found
+						break
+					}
 				}
 			}
 			if id == 0 {
@@ -262,7 +274,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				if col != 0 {
 					startColumns[id] = col
 				}
-				if a.perFunction {
+				if merging {
 					for len(functionMade) < len(p.Functions) { // inlined functions have none
 						functionMade = append(grown(functionMade, 1), made{})
 					}
