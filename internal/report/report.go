@@ -113,7 +113,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/jitprof/jitprof/internal/contract"
 )
 
