@@ -49,6 +49,10 @@ npm ci --prefix testdata/npm --no-audit --no-fund --loglevel=error
 # fuzzes); what failed is listed at the end, and the exit status is then 1.
 failed=()
 go vet ./... || failed+=("go vet")
+if ! unformatted=$(gofmt -l $(git ls-files '*.go')) || [ -n "$unformatted" ]; then
+	printf 'not gofmt-formatted: %s\n' $unformatted
+	failed+=("gofmt")
+fi
 # Everything the tests need is installed above: a test that still finds a
 # runtime or tool missing fails (internal/fixtures) rather than skipping.
 export CI=${CI:-1}
@@ -97,4 +101,4 @@ if ((${#failed[@]})); then
 	printf 'FAILED: %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "vet, tests and fuzzing: no failures"
+echo "vet, gofmt, tests and fuzzing: no failures"

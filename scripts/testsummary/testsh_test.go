@@ -13,7 +13,8 @@ import (
 // to $STUB_LOG: go prints $STUB_TEST_JSON for the test run and exits with
 // $STUB_TEST_EXIT, lists two packages of one fuzz target each, fails the
 // fuzzing of $STUB_FUZZ_FAILS, and leaves testsummary to the real go;
-// dpkg finds nothing installed, so apt-get runs; npm installs nothing.
+// gofmt finds $STUB_UNFORMATTED unformatted; dpkg finds nothing installed,
+// so apt-get runs; npm installs nothing.
 var stubs = map[string]string{
 	"go": `echo "go $*" >>"$STUB_LOG"
 case "$*" in
@@ -29,6 +30,7 @@ case "$*" in
 	cat "$STUB_TEST_JSON"
 	exit "$STUB_TEST_EXIT" ;;
 esac`,
+	"gofmt":   `echo "gofmt" >>"$STUB_LOG"; printf '%s' "$STUB_UNFORMATTED"`,
 	"dpkg":    `exit 1`,
 	"apt-get": `echo "apt-get $*" >>"$STUB_LOG"`,
 	"npm":     `echo "npm $*" >>"$STUB_LOG"`,
@@ -61,15 +63,17 @@ func TestScript(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name      string
-		result    string // of the test run
-		fuzzFails string // the package whose fuzzing fails
-		code      int
-		want, not string
+		name        string
+		result      string // of the test run
+		fuzzFails   string // the package whose fuzzing fails
+		unformatted string // what gofmt lists
+		code        int
+		want, not   string
 	}{
-		{"tests fail", "fail", "", 1, "FAILED: tests\n", "FAILED: fuzzing"},
-		{"fuzzing fails", "pass", "example.com/a", 1, "FAILED: fuzzing example.com/a FuzzOne\n", "FAILED: tests"},
-		{"nothing fails", "pass", "", 0, "vet, tests and fuzzing: no failures\n", "FAILED"},
+		{"tests fail", "fail", "", "", 1, "FAILED: tests\n", "FAILED: fuzzing"},
+		{"fuzzing fails", "pass", "example.com/a", "", 1, "FAILED: fuzzing example.com/a FuzzOne\n", "FAILED: tests"},
+		{"a file unformatted", "pass", "", "x/y.go\n", 1, "FAILED: gofmt\n", "FAILED: tests"},
+		{"nothing fails", "pass", "", "", 0, "vet, gofmt, tests and fuzzing: no failures\n", "FAILED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -80,7 +84,7 @@ func TestScript(t *testing.T) {
 			exit := map[string]string{"pass": "0", "fail": "1"}[tc.result]
 			cmd := exec.Command("../test.sh")
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "REAL_GO="+realGo, "STUB_LOG="+log,
-				"STUB_TEST_JSON="+run, "STUB_TEST_EXIT="+exit, "STUB_FUZZ_FAILS="+tc.fuzzFails)
+				"STUB_TEST_JSON="+run, "STUB_TEST_EXIT="+exit, "STUB_FUZZ_FAILS="+tc.fuzzFails, "STUB_UNFORMATTED="+tc.unformatted)
 			out, err := cmd.CombinedOutput()
 			if cmd.ProcessState == nil {
 				t.Fatal(err)
