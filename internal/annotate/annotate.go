@@ -87,7 +87,7 @@ func perfName(p *contract.Profile, id uint32) string {
 	if fn == nil {
 		return ""
 	}
-	return p.PerfName(fn)
+	return p.String(p.PerfName(fn))
 }
 
 // namesOf returns the numbers of the strings of p that are symbol, as a
@@ -289,13 +289,8 @@ func notFound(p *contract.Profile, symbol string) error {
 			if fn == nil {
 				continue
 			}
-			name := perfName(p, ln.Function)
-			// The name reports give is the function's Name or its
-			// SystemName: its number is the one of the two that is it.
-			id := fn.Name
-			if p.String(id) != name {
-				id = fn.SystemName
-			}
+			id := p.PerfName(fn)
+			name := p.String(id)
 			if !seen[id] {
 				seen[id] = true
 				if d := nearness(p, fn, want); d >= 0 {

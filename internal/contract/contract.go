@@ -88,10 +88,10 @@ func kindOf(file, buildID string) Kind {
 
 // IsJIT tells whether m holds jitted code: a dump's function, or a perf
 // map's, which runtimes write for their jitted code too.
-func IsJIT(m *profile.Mapping) bool {
-	k := KindOf(m)
-	return k == JIT || k == PerfMap
-}
+func IsJIT(m *profile.Mapping) bool { return KindOf(m).IsJIT() }
+
+// IsJIT tells whether a mapping of kind k holds jitted code (see IsJIT).
+func (k Kind) IsJIT() bool { return k == JIT || k == PerfMap }
 
 // perfMapName is how perf tells a perf map: perf-<pid>.map.
 var perfMapName = regexp.MustCompile(`^perf-[0-9]+\.map$`)

@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"cmp"
 	"github.com/jitprof/jitprof/internal/runtimes"
 	"path"
 	"strconv"
@@ -87,18 +86,27 @@ func splitCPython(raw string) (SourceName, bool) {
 // outputs (text, JSON, folded stacks, the HTML flame graph, gprof's files,
 // annotate) show it: the runtime's own name for a function whose profile
 // Function was split for pprof, the demangled Name otherwise.
-func PerfName(fn *profile.Function) string { return perfName(fn.Name, fn.SystemName) }
-
-// PerfName is PerfName of a function of p.
-func (p *Profile) PerfName(fn *Function) string {
-	return perfName(p.String(fn.Name), p.String(fn.SystemName))
+func PerfName(fn *profile.Function) string {
+	if perfNameIsSystem(fn.Name, fn.SystemName) {
+		return fn.SystemName
+	}
+	return fn.Name
 }
 
-func perfName(name, systemName string) string {
+// PerfName is PerfName of function fn of p, as the number of the string:
+// fn's Name or its SystemName.
+func (p *Profile) PerfName(fn *Function) uint32 {
+	if perfNameIsSystem(p.String(fn.Name), p.String(fn.SystemName)) {
+		return fn.SystemName
+	}
+	return fn.Name
+}
+
+// perfNameIsSystem tells whether perf report's name of a function is its
+// SystemName rather than its Name.
+func perfNameIsSystem(name, systemName string) bool {
 	system, _ := strings.CutSuffix(systemName, InferredSuffix)
 	bare, _ := strings.CutSuffix(name, InferredSuffix)
-	if sn, ok := SplitName(system); ok && sn.Name == bare {
-		return systemName
-	}
-	return cmp.Or(name, systemName)
+	sn, split := SplitName(system)
+	return split && sn.Name == bare || name == ""
 }

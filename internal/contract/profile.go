@@ -142,10 +142,14 @@ func (p *Profile) Value(i int) []int64 {
 	return p.Values[i*n : (i+1)*n : (i+1)*n]
 }
 
-// LabelsOf returns s's labels; none for a sample without.
+// noLabels are the labels of a sample without any.
+var noLabels LabelSet
+
+// LabelsOf returns s's labels, not to be changed; none for a sample
+// without.
 func (p *Profile) LabelsOf(s *Sample) *LabelSet {
 	if s.Labels == 0 {
-		return &LabelSet{}
+		return &noLabels
 	}
 	return &p.LabelSets[s.Labels-1]
 }
@@ -236,27 +240,22 @@ func (p *Profile) PProf() *profile.Profile {
 			}
 			m.str[l.Key] = append(m.str[l.Key], l.Value)
 		}
+		// A key any of whose values has a unit has a unit for each, ""
+		// where it has none.
+		withUnits := make(map[string]bool)
+		for _, l := range ls.Num {
+			withUnits[l.Key] = withUnits[l.Key] || l.Unit != ""
+		}
 		for _, l := range ls.Num {
 			if m.num == nil {
 				m.num = make(map[string][]int64)
 			}
 			m.num[l.Key] = append(m.num[l.Key], l.Value)
-		}
-		for _, l := range ls.Num {
-			if l.Unit == "" {
-				continue
-			}
-			if m.unit == nil {
-				m.unit = make(map[string][]string)
-			}
-			// A unit is given for each of a key's values, "" where it
-			// has none.
-			if m.unit[l.Key] == nil {
-				for _, o := range ls.Num {
-					if o.Key == l.Key {
-						m.unit[l.Key] = append(m.unit[l.Key], o.Unit)
-					}
+			if withUnits[l.Key] {
+				if m.unit == nil {
+					m.unit = make(map[string][]string)
 				}
+				m.unit[l.Key] = append(m.unit[l.Key], l.Unit)
 			}
 		}
 		maps[i] = m

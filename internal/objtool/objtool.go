@@ -152,11 +152,11 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 	if m == nil {
 		return Func{}, false, nil
 	}
-	file, buildID := p.String(m.File), p.String(m.BuildID)
-	switch {
-	case file == contract.OffCPUFile:
+	file := p.String(m.File)
+	switch p.MappingKind(m) {
+	case contract.OffCPU:
 		return Func{}, false, nil
-	case buildID == contract.JITBuildID:
+	case contract.JIT:
 		jf, err := t.jitFile(file)
 		if err != nil || jf == nil {
 			return Func{}, false, err
@@ -166,14 +166,14 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 			return Func{}, false, nil
 		}
 		return Func{Name: pl.fn.Name, Start: pl.addr, End: pl.end(), CodeIndex: pl.fn.CodeIndex, jit: pl, jf: jf}, true, nil
-	case file == contract.KernelFile:
+	case contract.Kernel:
 		kt, err := t.kernelTable()
 		if err != nil {
 			return Func{}, false, err
 		}
 		s, ok := kt.Lookup(addr)
 		return Func{Name: s.Name, Start: s.Start, End: s.End, noCode: "kernel code, which a recording does not hold"}, ok, nil
-	case contract.IsPerfMap(file):
+	case contract.PerfMap:
 		pt, err := t.perfMap(file)
 		if err != nil {
 			return Func{}, false, err

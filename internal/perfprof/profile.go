@@ -195,10 +195,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	// Only per function, and only when it told apart chains inlined into
 	// a function, are several of the aggregator's functions one of the
 	// profile's; else each is its own, with no index to find it by.
-	merging := false
-	for _, o := range a.others {
-		merging = merging || a.perFunction && o.inlined != ""
-	}
+	merging := a.perFunction && slices.ContainsFunc(a.others, func(o other) bool { return o.inlined != "" })
 	var functions index
 	if merging {
 		functions = newIndex(0)

@@ -86,7 +86,7 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 			f := gmon.Symbol{Name: unknown, Size: fn.End - fn.Start, Addr: fn.Start, CodeIndex: fn.CodeIndex, Module: p.String(m.File)}
 			place := [2]string{f.Module, ""}
 			if lf := p.Function(l.Function); lf != nil {
-				f.Name = p.String(perfName(p, lf))
+				f.Name = p.String(p.PerfName(lf))
 				if i < len(lines)-1 {
 					place[1] = p.String(lf.Name)
 				}

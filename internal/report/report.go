@@ -485,9 +485,8 @@ func (b *builder) mapping(id uint32) *mapped {
 			module = path.Base(b.p.String(m.File))
 		}
 		mp.mod = listed(b.mods, &b.m.modules, module) + 1
-		mp.kernel = m != nil && b.p.String(m.File) == contract.KernelFile
 		kind := b.p.MappingKind(m)
-		mp.jit = kind == contract.JIT || kind == contract.PerfMap
+		mp.kernel, mp.jit = kind == contract.Kernel, kind.IsJIT()
 	}
 	return mp
 }
@@ -497,22 +496,13 @@ func (b *builder) function(id uint32, mp *mapped) int32 {
 	pl := &b.byFunction[id]
 	if pl.frame == 0 || pl.mod != mp.mod {
 		fn := b.p.Function(id)
-		name := perfName(b.p, fn)
+		name := b.p.PerfName(fn)
 		if s := b.p.String(name); s == "" || s == unknown {
 			name = unknownName
 		}
 		*pl = placed{b.frame(name, fn.Filename, mp) + 1, mp.mod}
 	}
 	return pl.frame - 1
-}
-
-// perfName returns the number of the name perf report gives fn
-// (contract.PerfName): its Name's or its SystemName's.
-func perfName(p *contract.Profile, fn *contract.Function) uint32 {
-	if p.PerfName(fn) == p.String(fn.SystemName) {
-		return fn.SystemName
-	}
-	return fn.Name
 }
 
 // unknownIn returns the frame of the unresolved addresses of mapping
