@@ -3,51 +3,75 @@ package perfprof
 import "math/bits"
 
 // An index finds records kept in a slice by their keys: a hash table of
-// their ids alone (open addressing, linear probing), 4 bytes a slot, whose
-// keys are the records themselves. A Go map of the keys costs a copy of
-// each key and its value, and tens of bytes more an entry: at a million
-// functions or millions of locations, hundreds of megabytes, and pointers
-// the GC must visit.
+// their ids alone (open addressing, linear probing), whose keys are the
+// records themselves. A Go map of the keys costs a copy of each key and
+// its value, and tens of bytes more an entry: at a million functions or
+// millions of locations, hundreds of megabytes, and pointers the GC must
+// visit.
+//
+// Each slot has a tag beside its id, a byte of its record's hash: a walk
+// compares keys only where the tags agree. A key is a record elsewhere in
+// memory, often behind another (a function's name in its dump), so at
+// millions of records each comparison is several cache misses, and a walk
+// past full slots to add a record made one for each; the tags, 64 slots
+// to a cache line, make it one miss for the walk and one for the match.
 //
 // The caller hashes (with a seeded hash: the keys come from hostile
-// recordings) and compares, walking the slots from first on with next
-// until it finds its record or an empty slot, where add puts a new one.
+// recordings) and tells find how to compare.
 type index struct {
-	slots []uint32 // ids, 0 for an empty slot; a power of two of them
-	shift uint     // a hash's slot is its top bits
+	slots []uint32 // ids; a power of two of them
+	tags  []uint8  // tagOf the hash of the id in the same slot; 0 for an empty slot
+	shift uint     // a hash's first slot is its top bits
 	n     int
 }
+
+// tagOf is a hash's tag: bits below the 32 a slot is taken from (the
+// profile's indexes rehash from those alone, see made), never 0.
+func tagOf(h uint64) uint8 { return uint8(h>>32) | 0x80 }
 
 // newIndex returns an index with room for n records.
 func newIndex(n int) index {
 	size := 1 << max(bits.Len(uint(n+n/3)), 8) // at most three quarters full
-	return index{slots: make([]uint32, size), shift: uint(64 - bits.TrailingZeros(uint(size)))}
+	return index{slots: make([]uint32, size), tags: make([]uint8, size), shift: uint(64 - bits.TrailingZeros(uint(size)))}
 }
 
-// first returns the slot where the walk for a hash starts.
-func (ix *index) first(h uint64) int { return int(h >> ix.shift) }
+// find walks the slots from hash h's first: it returns the id of the
+// record is says is the key's, or, when there is none, 0 and the empty
+// slot where add puts it.
+func (ix *index) find(h uint64, is func(id uint32) bool) (uint32, int) {
+	tag, mask := tagOf(h), len(ix.slots)-1
+	for i := int(h >> ix.shift); ; i = (i + 1) & mask {
+		switch ix.tags[i] {
+		case 0:
+			return 0, i
+		case tag:
+			if id := ix.slots[i]; is(id) {
+				return id, i
+			}
+		}
+	}
+}
 
-// next returns the slot after slot i.
-func (ix *index) next(i int) int { return (i + 1) & (len(ix.slots) - 1) }
-
-// add puts id in slot i, the empty slot that ended a walk, and grows the
-// index when it gets three quarters full, hashing each id again.
-func (ix *index) add(i int, id uint32, hash func(id uint32) uint64) {
-	ix.slots[i] = id
+// add puts id, of hash h, in slot i, the empty slot find gave, and grows
+// the index when it gets three quarters full, hashing each id again.
+func (ix *index) add(i int, id uint32, h uint64, hash func(id uint32) uint64) {
+	ix.slots[i], ix.tags[i] = id, tagOf(h)
 	ix.n++
 	if 4*ix.n <= 3*len(ix.slots) {
 		return
 	}
-	old := ix.slots
-	*ix = index{slots: make([]uint32, 2*len(old)), shift: ix.shift - 1, n: ix.n}
-	for _, id := range old {
-		if id == 0 {
+	old := *ix
+	*ix = index{slots: make([]uint32, 2*len(old.slots)), tags: make([]uint8, 2*len(old.slots)), shift: ix.shift - 1, n: ix.n}
+	mask := len(ix.slots) - 1
+	for k, id := range old.slots {
+		if old.tags[k] == 0 {
 			continue
 		}
-		j := ix.first(hash(id))
-		for ix.slots[j] != 0 {
-			j = ix.next(j)
+		h := hash(id)
+		j := int(h >> ix.shift)
+		for ix.tags[j] != 0 {
+			j = (j + 1) & mask
 		}
-		ix.slots[j] = id
+		ix.slots[j], ix.tags[j] = id, tagOf(h)
 	}
 }

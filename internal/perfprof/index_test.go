@@ -18,19 +18,14 @@ func TestIndex(t *testing.T) {
 		{"every hash the same", func(uint64) uint64 { return 7 }},
 		{"sixteen hashes", func(key uint64) uint64 { return (key % 16) << 60 }},
 		{"hashes at the last slot", func(uint64) uint64 { return ^uint64(0) }},
+		{"one first slot, tags differing", func(key uint64) uint64 { return key << 32 & 0xff_0000_0000 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3000 // grows the index from 256 slots to 4096
 			var keys []uint64
 			ix := newIndex(0)
 			find := func(key uint64) (uint32, int) {
-				i := ix.first(tc.hash(key))
-				for ; ix.slots[i] != 0; i = ix.next(i) {
-					if id := ix.slots[i]; keys[id-1] == key {
-						return id, i
-					}
-				}
-				return 0, i
+				return ix.find(tc.hash(key), func(id uint32) bool { return keys[id-1] == key })
 			}
 			for k := range uint64(n) {
 				key := k * 0x10001
@@ -39,7 +34,7 @@ func TestIndex(t *testing.T) {
 					switch {
 					case id == 0 && !again:
 						keys = append(keys, key)
-						ix.add(i, uint32(len(keys)), func(id uint32) uint64 { return tc.hash(keys[id-1]) })
+						ix.add(i, uint32(len(keys)), tc.hash(key), func(id uint32) uint64 { return tc.hash(keys[id-1]) })
 					case id == 0:
 						t.Fatalf("key %#x, added, is not found", key)
 					case !again:

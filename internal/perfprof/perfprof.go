@@ -687,18 +687,16 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 		key.addr = 0
 	}
 	h := maphash.Comparable(a.seed, key)
-	i := a.locIDs.first(h)
-	for ; a.locIDs.slots[i] != 0; i = a.locIDs.next(i) {
-		if id := a.locIDs.slots[i]; a.locKey(id) == key {
-			return id
-		}
+	id, i := a.locIDs.find(h, func(id uint32) bool { return a.locKey(id) == key })
+	if id != 0 {
+		return id
 	}
 	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
 		a.oddFrames[uint32(len(a.locs))] = fr
 	}
 	a.locs = append(grown(a.locs, 1), location{fn, fr.Addr})
-	id := uint32(len(a.locs))
-	a.locIDs.add(i, id, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
+	id = uint32(len(a.locs))
+	a.locIDs.add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
 }
 
@@ -723,11 +721,9 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		}
 	}
 	h := maphash.Comparable(a.seed, fk)
-	i := a.fnIDs.first(h)
-	for ; a.fnIDs.slots[i] != 0; i = a.fnIDs.next(i) {
-		if id := a.fnIDs.slots[i] - 1; a.fnKey(id) == fk {
-			return id
-		}
+	id, i := a.fnIDs.find(h, func(id uint32) bool { return a.fnKey(id-1) == fk })
+	if id != 0 {
+		return id - 1
 	}
 	fn := uint32(len(a.fns))
 	name := fr.Symbol.Name
@@ -761,7 +757,7 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		a.others = append(a.others, other{frame: first, name: name, inlined: fk.inlined})
 	}
 	a.fns = append(grown(a.fns, 1), f)
-	a.fnIDs.add(i, fn+1, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
+	a.fnIDs.add(i, fn+1, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
 	return fn
 }
 

@@ -91,15 +91,14 @@ func (t *stringTable) id(s string) uint32 {
 	if s == "" {
 		return 0
 	}
-	i := t.ids.first(maphash.String(t.seed, s))
-	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
-		if id := t.ids.slots[i]; t.list[id] == s {
-			return id
-		}
+	h := maphash.String(t.seed, s)
+	id, i := t.ids.find(h, func(id uint32) bool { return t.list[id] == s })
+	if id != 0 {
+		return id
 	}
 	t.list = append(grown(t.list, 1), t.names.Clone(s))
-	id := uint32(len(t.list) - 1)
-	t.ids.add(i, id, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
+	id = uint32(len(t.list) - 1)
+	t.ids.add(i, id, h, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
 	return id
 }
 
@@ -143,14 +142,10 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 		key := mappingKeyOf(fr)
 		h := maphash.Comparable(seed, key)
-		var id uint32
-		i := mappings.first(h)
-		for ; mappings.slots[i] != 0; i = mappings.next(i) {
-			if m := mappingMade[mappings.slots[i]-1]; m.is(h) && mappingKeyOf(a.frame(m.loc)) == key {
-				id = mappings.slots[i]
-				break
-			}
-		}
+		id, i := mappings.find(h, func(id uint32) bool {
+			m := mappingMade[id-1]
+			return m.is(h) && mappingKeyOf(a.frame(m.loc)) == key
+		})
 		if id == 0 {
 			m := contract.Mapping{
 				File: strs.id(fr.Module.Name), Start: fr.Addr, Limit: fr.Addr + 1,
@@ -168,7 +163,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			p.Mappings = append(grown(p.Mappings, 1), m)
 			mappingMade = append(grown(mappingMade, 1), madeBy(loc, h))
 			id = uint32(len(p.Mappings))
-			mappings.add(i, id, func(id uint32) uint64 { return mappingMade[id-1].hash() })
+			mappings.add(i, id, h, func(id uint32) uint64 { return mappingMade[id-1].hash() })
 		}
 		if key.start == 0 {
 			m := &p.Mappings[id-1]
@@ -257,12 +252,10 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			if merging {
 				key = functionKeyOf(fr)
 				h = maphash.Comparable(seed, key)
-				for slot = functions.first(h); functions.slots[slot] != 0; slot = functions.next(slot) {
-					if found := functions.slots[slot]; functionMade[found-1].is(h) && functionKeyOf(a.frame(functionMade[found-1].loc)) == key {
-						id = found
-						break
-					}
-				}
+				id, slot = functions.find(h, func(id uint32) bool {
+					m := functionMade[id-1]
+					return m.is(h) && functionKeyOf(a.frame(m.loc)) == key
+				})
 			}
 			if id == 0 {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
@@ -276,7 +269,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 						functionMade = append(grown(functionMade, 1), made{})
 					}
 					functionMade[id-1] = madeBy(uint32(i), h)
-					functions.add(slot, id, func(id uint32) uint64 { return functionMade[id-1].hash() })
+					functions.add(slot, id, h, func(id uint32) uint64 { return functionMade[id-1].hash() })
 				}
 			}
 			byAggregated[agg] = id

@@ -34,16 +34,15 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 	if len(locs) == 0 {
 		return 0
 	}
-	i := t.ids.first(t.hash(locs))
-	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
-		if id := t.ids.slots[i]; slices.Equal(t.stack(id), locs) {
-			return id
-		}
+	h := t.hash(locs)
+	id, i := t.ids.find(h, func(id uint32) bool { return slices.Equal(t.stack(id), locs) })
+	if id != 0 {
+		return id
 	}
-	id := uint32(len(t.ends))
+	id = uint32(len(t.ends))
 	t.frames = append(grown(t.frames, len(locs)), locs...)
 	t.ends = append(grown(t.ends, 1), len(t.frames))
-	t.ids.add(i, id, func(id uint32) uint64 { return t.hash(t.stack(id)) })
+	t.ids.add(i, id, h, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
 }
 
@@ -88,13 +87,12 @@ func newSampleTable() *sampleTable {
 // at returns the total of key's samples, a zero one the first time, to
 // be changed in place before the table's next at.
 func (t *sampleTable) at(key stackKey) *total {
-	i := t.ids.first(maphash.Comparable(t.seed, key))
-	for ; t.ids.slots[i] != 0; i = t.ids.next(i) {
-		if e := &t.entries[t.ids.slots[i]-1]; e.key == key {
-			return &e.tot
-		}
+	h := maphash.Comparable(t.seed, key)
+	id, i := t.ids.find(h, func(id uint32) bool { return t.entries[id-1].key == key })
+	if id != 0 {
+		return &t.entries[id-1].tot
 	}
 	t.entries = append(grown(t.entries, 1), sampleEntry{key: key})
-	t.ids.add(i, uint32(len(t.entries)), func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
+	t.ids.add(i, uint32(len(t.entries)), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
 	return &t.entries[len(t.entries)-1].tot
 }
