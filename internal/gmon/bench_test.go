@@ -13,11 +13,13 @@ func BenchmarkWriteGmon(b *testing.B) {
 	for range 5000 {
 		p.Symbols = append(p.Symbols, Symbol{Name: "f", Size: 1024})
 	}
-	prof := &Profile{Rate: 4000, Samples: map[PC]uint64{}, Arcs: map[Arc]uint64{}}
+	prof := &Profile{Rate: 4000, Samples: map[PC]uint64{}}
+	arcs := map[Arc]uint64{}
 	for i := range 100000 {
 		prof.Samples[PC{i % 5000, uint64(i*7) % 1024}] += uint64(i%5 + 1)
-		prof.Arcs[Arc{PC{(i * 3) % 5000, uint64(i) % 1024}, i % 5000}]++
+		arcs[Arc{PC{(i * 3) % 5000, uint64(i) % 1024}, i % 5000}]++
 	}
+	prof.Arcs = counted(arcs)
 	l := p.Layout(prof)
 	for b.Loop() {
 		if err := WriteGmon(io.Discard, binary.LittleEndian, l, prof); err != nil {
@@ -34,10 +36,10 @@ func BenchmarkWriteGmonScale(b *testing.B) {
 	for i := range p.Symbols {
 		p.Symbols[i] = Symbol{Name: "f", Size: 100}
 	}
-	prof := &Profile{Rate: 4000, Samples: make(map[PC]uint64, n), Arcs: make(map[Arc]uint64, n)}
+	prof := &Profile{Rate: 4000, Samples: make(map[PC]uint64, n), Arcs: make([]ArcCount, 0, n)}
 	for i := 1; i <= n; i++ {
 		prof.Samples[PC{i, uint64(i*7) % 100}]++
-		prof.Arcs[Arc{PC{0, 10}, i}]++
+		prof.Arcs = append(prof.Arcs, ArcCount{Arc{PC{0, 10}, i}, 1})
 	}
 	l := p.Layout(prof)
 	b.ReportAllocs()

@@ -58,6 +58,12 @@ type Arc struct {
 	Callee int
 }
 
+// ArcCount is an arc and how many times it was taken.
+type ArcCount struct {
+	Arc
+	Count uint64
+}
+
 // Profile is what was sampled in a Program's functions.
 type Profile struct {
 	// Rate is how many samples make one Dimension unit: the sampling
@@ -67,7 +73,10 @@ type Profile struct {
 	// "seconds". gprof prints it in its column headings.
 	Dimension string
 	Samples   map[PC]uint64
-	Arcs      map[Arc]uint64
+	// Arcs are the calls counted, each arc once, in any order: WriteGmon
+	// sorts them in place. A slice, not a map: a profile of deep stacks
+	// has millions of arcs.
+	Arcs []ArcCount
 	// Unaccounted counts samples in no known code; gprof shows them as
 	// the function _unaccounted_, as Kaffe's xprof did.
 	Unaccounted uint64
@@ -117,7 +126,7 @@ func (p *Program) Layout(profiles ...*Profile) *Layout {
 		for pc := range prof.Samples {
 			need[pc.Func] = max(need[pc.Func], pc.Offset+1)
 		}
-		for a := range prof.Arcs {
+		for _, a := range prof.Arcs {
 			need[a.From.Func] = max(need[a.From.Func], a.From.Offset+1)
 		}
 	}
@@ -225,11 +234,10 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 		}
 	}
 
-	arcs := slices.AppendSeq(make([]Arc, 0, len(prof.Arcs)), maps.Keys(prof.Arcs))
-	slices.SortFunc(arcs, func(x, y Arc) int {
+	slices.SortFunc(prof.Arcs, func(x, y ArcCount) int {
 		return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
 	})
-	for _, a := range arcs {
+	for _, a := range prof.Arcs {
 		if a.From.Func < 0 || a.From.Func >= len(l.Start) || a.Callee < 0 || a.Callee >= len(l.Start) {
 			return fmt.Errorf("gmon: arc between functions %d and %d of %d", a.From.Func, a.Callee, len(l.Start))
 		}
@@ -239,7 +247,7 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 		}
 		// gprof adds up the counts of repeated arcs, so a count past
 		// 32 bits is written in parts.
-		for n := prof.Arcs[a]; n > 0; {
+		for n := a.Count; n > 0; {
 			part := min(n, math.MaxUint32)
 			n -= part
 			b = append(b, tagCGArc)

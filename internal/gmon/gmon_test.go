@@ -126,9 +126,9 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 		t.Errorf("%d bins hold samples, want %d", len(rb.bins), len(want))
 	}
 	wantArcs := map[[2]uint64]uint64{}
-	for a, n := range prof.Arcs {
-		if n > 0 {
-			wantArcs[[2]uint64{l.Start[a.From.Func] + a.From.Offset, l.Start[a.Callee]}] += n
+	for _, a := range prof.Arcs {
+		if a.Count > 0 {
+			wantArcs[[2]uint64{l.Start[a.From.Func] + a.From.Offset, l.Start[a.Callee]}] += a.Count
 		}
 	}
 	if fmt.Sprint(wantArcs) != fmt.Sprint(rb.arcs) {
@@ -155,7 +155,7 @@ func TestRoundTrip(t *testing.T) {
 		{"odd offsets share a bin", three, &Profile{Rate: 4000, Samples: map[PC]uint64{{0, 4}: 1, {0, 5}: 2}}},
 		{"bins past u16", three, &Profile{Rate: 1, Samples: map[PC]uint64{{1, 0}: 3*maxBin + 5, {2, 1}: maxBin}, Unaccounted: maxBin + 1}},
 		{"offset past the size widens", three, &Profile{Rate: 1, Samples: map[PC]uint64{{1, 40}: 9}}},
-		{"arcs", three, &Profile{Rate: 1, Arcs: map[Arc]uint64{{PC{0, 3}, 1}: 5, {PC{0, 9}, 1}: 2, {PC{1, 1}, 2}: math.MaxUint32 + 10}}},
+		{"arcs", three, &Profile{Rate: 1, Arcs: counted(map[Arc]uint64{{PC{0, 3}, 1}: 5, {PC{0, 9}, 1}: 2, {PC{1, 1}, 2}: math.MaxUint32 + 10})}},
 		{"samples dimension", three, &Profile{Rate: 1, Dimension: "samples", Samples: map[PC]uint64{{0, 1}: 1}}},
 	}
 	for _, tc := range tests {
@@ -173,7 +173,7 @@ func TestWriteGmonErrors(t *testing.T) {
 		{"no rate", &Profile{}, "rate is 0"},
 		{"long dimension", &Profile{Rate: 1, Dimension: "sixteen-letters!"}, "longer than 15"},
 		{"unknown function", &Profile{Rate: 1, Samples: map[PC]uint64{{3, 0}: 1}}, "function 3 of 1"},
-		{"unknown callee", &Profile{Rate: 1, Arcs: map[Arc]uint64{{PC{0, 0}, 5}: 1}}, "arc between"},
+		{"unknown callee", &Profile{Rate: 1, Arcs: counted(map[Arc]uint64{{PC{0, 0}, 5}: 1})}, "arc between"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,11 +205,13 @@ func FuzzGmonRoundTrip(f *testing.F) {
 			p.Symbols = append(p.Symbols, Symbol{Name: "f", Size: next() * next()})
 		}
 		n := len(p.Symbols)
-		prof := &Profile{Rate: 1 + uint32(next()), Samples: map[PC]uint64{}, Arcs: map[Arc]uint64{}, Unaccounted: next() * next() * next()}
+		prof := &Profile{Rate: 1 + uint32(next()), Samples: map[PC]uint64{}, Unaccounted: next() * next() * next()}
+		arcs := map[Arc]uint64{}
 		for range next() % 32 {
 			prof.Samples[PC{int(next()) % n, next() * next()}] += 4 * next() * next()
-			prof.Arcs[Arc{PC{int(next()) % n, next()}, int(next()) % n}] += next() * next()
+			arcs[Arc{PC{int(next()) % n, next()}, int(next()) % n}] += next() * next()
 		}
+		prof.Arcs = counted(arcs)
 		checkRoundTrip(t, p, prof)
 	})
 }
@@ -288,4 +290,13 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 	got, _ := fixtures.FlatShares(t, fixtures.RunGprof(t, "-p", linked, gmonOut))
 	got["loop.b$x"] += got["loop.b$x #2"]
 	check("assembled", got)
+}
+
+// counted lists arcs as a Profile holds them.
+func counted(arcs map[Arc]uint64) []ArcCount {
+	var out []ArcCount
+	for a, n := range arcs {
+		out = append(out, ArcCount{a, n})
+	}
+	return out
 }

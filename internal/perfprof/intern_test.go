@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/idindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
@@ -44,7 +45,7 @@ func TestIntern(t *testing.T) {
 		t.Run(order, func(t *testing.T) {
 			a := &aggregator{
 				dumps: []*symbolize.Module{dump}, dumpIDs: map[*symbolize.Module]uint16{dump: 1},
-				seed: maphash.MakeSeed(), fnIDs: newIndex(0), locIDs: newIndex(0), oddFrames: make(map[uint32]symbolize.Frame),
+				seed: maphash.MakeSeed(), fnIDs: idindex.New(0), locIDs: idindex.New(0), oddFrames: make(map[uint32]symbolize.Frame),
 			}
 			first, second := whole(0, 0x1000, 0x1004), split(0, 0x1000, 0x1020)
 			if order == "split first" {

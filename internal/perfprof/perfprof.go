@@ -11,7 +11,6 @@ package perfprof
 import (
 	"errors"
 	"fmt"
-	"github.com/jitprof/jitprof/internal/contract"
 	"hash/maphash"
 	"io"
 	"math"
@@ -20,9 +19,11 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/foreign"
+	"github.com/jitprof/jitprof/internal/idindex"
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/stages"
 	"github.com/jitprof/jitprof/internal/symbolize"
@@ -337,11 +338,11 @@ type aggregator struct {
 	unit        string
 	period      uint64 // the fixed period, 0 when sampled by frequency
 
-	lookups []cached   // lookupSlots of them
-	locs    []location // by location id - 1
-	locIDs  index      // of locs, by function and address
-	fns     []function // by function id
-	fnIDs   index      // of fns (ids + 1), by locFunc
+	lookups []cached      // lookupSlots of them
+	locs    []location    // by location id - 1
+	locIDs  idindex.Index // of locs, by function and address
+	fns     []function    // by function id
+	fnIDs   idindex.Index // of fns (ids + 1), by locFunc
 	others  []other
 	dumps   []*symbolize.Module
 	dumpIDs map[*symbolize.Module]uint16 // 1 + the place in dumps
@@ -401,9 +402,9 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 		}
 	}
 	a.fns = make([]function, 0, functions)
-	a.fnIDs = newIndex(functions)
+	a.fnIDs = idindex.New(functions)
 	a.locs = make([]location, 0, functions)
-	a.locIDs = newIndex(functions)
+	a.locIDs = idindex.New(functions)
 	if a.stages = stages.NewMarks(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
 		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())
 	}
@@ -687,7 +688,7 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 		key.addr = 0
 	}
 	h := maphash.Comparable(a.seed, key)
-	id, i := a.locIDs.find(h, func(id uint32) bool { return a.locKey(id) == key })
+	id, i := a.locIDs.Find(h, func(id uint32) bool { return a.locKey(id) == key })
 	if id != 0 {
 		return id
 	}
@@ -696,7 +697,7 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	}
 	a.locs = append(grown(a.locs, 1), location{fn, fr.Addr})
 	id = uint32(len(a.locs))
-	a.locIDs.add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
+	a.locIDs.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
 }
 
@@ -721,7 +722,7 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		}
 	}
 	h := maphash.Comparable(a.seed, fk)
-	id, i := a.fnIDs.find(h, func(id uint32) bool { return a.fnKey(id-1) == fk })
+	id, i := a.fnIDs.Find(h, func(id uint32) bool { return a.fnKey(id-1) == fk })
 	if id != 0 {
 		return id - 1
 	}
@@ -757,7 +758,7 @@ func (a *aggregator) function(fr symbolize.Frame) uint32 {
 		a.others = append(a.others, other{frame: first, name: name, inlined: fk.inlined})
 	}
 	a.fns = append(grown(a.fns, 1), f)
-	a.fnIDs.add(i, fn+1, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
+	a.fnIDs.Add(i, fn+1, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.fnKey(id-1)) })
 	return fn
 }
 

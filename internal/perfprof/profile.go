@@ -3,16 +3,17 @@ package perfprof
 import (
 	"cmp"
 	"encoding/hex"
-	"github.com/jitprof/jitprof/internal/arena"
-	"github.com/jitprof/jitprof/internal/contract"
 	"hash/maphash"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
 
+	"github.com/jitprof/jitprof/internal/arena"
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/idindex"
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
@@ -27,8 +28,8 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		a.settle()
 	}
 	// What only the lookups needed goes before the profile takes room.
-	a.locIDs, a.fnIDs, a.lookups, a.dumpIDs = index{}, index{}, nil, nil
-	a.stackTab.ids, a.stacks.ids = index{}, index{}
+	a.locIDs, a.fnIDs, a.lookups, a.dumpIDs = idindex.Index{}, idindex.Index{}, nil, nil
+	a.stackTab.ids, a.stacks.ids = idindex.Index{}, idindex.Index{}
 	sampleTypes, defaultType := a.sampleTypes()
 	p := &contract.Profile{
 		SampleType:        sampleTypes,
@@ -77,13 +78,13 @@ func (a *aggregator) result(last bool) (*Result, error) {
 // dumps, which Close unmaps.
 type stringTable struct {
 	list  []string // "" first
-	ids   index
+	ids   idindex.Index
 	seed  maphash.Seed
 	names arena.Strings
 }
 
 func newStringTable(n int) *stringTable {
-	return &stringTable{list: []string{""}, ids: newIndex(n), seed: maphash.MakeSeed()}
+	return &stringTable{list: []string{""}, ids: idindex.New(n), seed: maphash.MakeSeed()}
 }
 
 // id returns the number of s, a new one the first time.
@@ -92,13 +93,13 @@ func (t *stringTable) id(s string) uint32 {
 		return 0
 	}
 	h := maphash.String(t.seed, s)
-	id, i := t.ids.find(h, func(id uint32) bool { return t.list[id] == s })
+	id, i := t.ids.Find(h, func(id uint32) bool { return t.list[id] == s })
 	if id != 0 {
 		return id
 	}
 	t.list = append(grown(t.list, 1), t.names.Clone(s))
 	id = uint32(len(t.list) - 1)
-	t.ids.add(i, id, h, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
+	t.ids.Add(i, id, h, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
 	return id
 }
 
@@ -126,7 +127,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		return key
 	}
 	var mappingMade []made // by place in p.Mappings
-	mappings := newIndex(0)
+	mappings := idindex.New(0)
 	seed := maphash.MakeSeed()
 	ownMappings := 0 // the jitted functions'
 	for _, f := range a.fns {
@@ -142,7 +143,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 		key := mappingKeyOf(fr)
 		h := maphash.Comparable(seed, key)
-		id, i := mappings.find(h, func(id uint32) bool {
+		id, i := mappings.Find(h, func(id uint32) bool {
 			m := mappingMade[id-1]
 			return m.is(h) && mappingKeyOf(a.frame(m.loc)) == key
 		})
@@ -163,7 +164,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			p.Mappings = append(grown(p.Mappings, 1), m)
 			mappingMade = append(grown(mappingMade, 1), madeBy(loc, h))
 			id = uint32(len(p.Mappings))
-			mappings.add(i, id, h, func(id uint32) uint64 { return mappingMade[id-1].hash() })
+			mappings.Add(i, id, h, func(id uint32) uint64 { return mappingMade[id-1].hash() })
 		}
 		if key.start == 0 {
 			m := &p.Mappings[id-1]
@@ -191,9 +192,9 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	// a function, are several of the aggregator's functions one of the
 	// profile's; else each is its own, with no index to find it by.
 	merging := a.perFunction && slices.ContainsFunc(a.others, func(o other) bool { return o.inlined != "" })
-	var functions index
+	var functions idindex.Index
 	if merging {
-		functions = newIndex(0)
+		functions = idindex.New(0)
 	}
 	var functionMade []made // by place in p.Functions; of those functions finds
 	byAggregated := make([]uint32, len(a.fns))
@@ -252,7 +253,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			if merging {
 				key = functionKeyOf(fr)
 				h = maphash.Comparable(seed, key)
-				id, slot = functions.find(h, func(id uint32) bool {
+				id, slot = functions.Find(h, func(id uint32) bool {
 					m := functionMade[id-1]
 					return m.is(h) && functionKeyOf(a.frame(m.loc)) == key
 				})
@@ -269,7 +270,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 						functionMade = append(grown(functionMade, 1), made{})
 					}
 					functionMade[id-1] = madeBy(uint32(i), h)
-					functions.add(slot, id, h, func(id uint32) uint64 { return functionMade[id-1].hash() })
+					functions.Add(slot, id, h, func(id uint32) uint64 { return functionMade[id-1].hash() })
 				}
 			}
 			byAggregated[agg] = id

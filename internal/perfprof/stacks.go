@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"slices"
 	"unsafe"
+
+	"github.com/jitprof/jitprof/internal/idindex"
 )
 
 // A stackTable interns the distinct stacks of a profile: each one's
@@ -15,15 +17,15 @@ import (
 // tree, which it replaces, cost 8 bytes and a map entry (about 40 bytes)
 // a frame of distinct stacks.
 type stackTable struct {
-	frames []uint32 // every stack's locations, leaf first
-	ends   []int    // stack i is frames[ends[i-1]:ends[i]]; stack 0, the empty one, ends at 0
-	ids    index    // of the stacks but the empty one, by their locations
+	frames []uint32      // every stack's locations, leaf first
+	ends   []int         // stack i is frames[ends[i-1]:ends[i]]; stack 0, the empty one, ends at 0
+	ids    idindex.Index // of the stacks but the empty one, by their locations
 	hash   func(locs []uint32) uint64
 }
 
 func newStackTable() *stackTable {
 	seed := maphash.MakeSeed()
-	return &stackTable{ends: []int{0}, ids: newIndex(0), hash: func(locs []uint32) uint64 {
+	return &stackTable{ends: []int{0}, ids: idindex.New(0), hash: func(locs []uint32) uint64 {
 		return maphash.Bytes(seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(locs))), 4*len(locs)))
 	}}
 }
@@ -35,14 +37,14 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 		return 0
 	}
 	h := t.hash(locs)
-	id, i := t.ids.find(h, func(id uint32) bool { return slices.Equal(t.stack(id), locs) })
+	id, i := t.ids.Find(h, func(id uint32) bool { return slices.Equal(t.stack(id), locs) })
 	if id != 0 {
 		return id
 	}
 	id = uint32(len(t.ends))
 	t.frames = append(grown(t.frames, len(locs)), locs...)
 	t.ends = append(grown(t.ends, 1), len(t.frames))
-	t.ids.add(i, id, h, func(id uint32) uint64 { return t.hash(t.stack(id)) })
+	t.ids.Add(i, id, h, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
 }
 
@@ -71,7 +73,7 @@ func (t *stackTable) called(loc, id uint32, buf []uint32) (uint32, []uint32) {
 // map of them cost twice that, more while it grew.
 type sampleTable struct {
 	entries []sampleEntry
-	ids     index // of entries (ids + 1), by key
+	ids     idindex.Index // of entries (ids + 1), by key
 	seed    maphash.Seed
 }
 
@@ -81,18 +83,18 @@ type sampleEntry struct {
 }
 
 func newSampleTable() *sampleTable {
-	return &sampleTable{ids: newIndex(0), seed: maphash.MakeSeed()}
+	return &sampleTable{ids: idindex.New(0), seed: maphash.MakeSeed()}
 }
 
 // at returns the total of key's samples, a zero one the first time, to
 // be changed in place before the table's next at.
 func (t *sampleTable) at(key stackKey) *total {
 	h := maphash.Comparable(t.seed, key)
-	id, i := t.ids.find(h, func(id uint32) bool { return t.entries[id-1].key == key })
+	id, i := t.ids.Find(h, func(id uint32) bool { return t.entries[id-1].key == key })
 	if id != 0 {
 		return &t.entries[id-1].tot
 	}
 	t.entries = append(grown(t.entries, 1), sampleEntry{key: key})
-	t.ids.add(i, uint32(len(t.entries)), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
+	t.ids.Add(i, uint32(len(t.entries)), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
 	return &t.entries[len(t.entries)-1].tot
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"hash/maphash"
 	"io"
 	"math"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/gmon"
+	"github.com/jitprof/jitprof/internal/idindex"
 	"github.com/jitprof/jitprof/internal/objtool"
 )
 
@@ -99,7 +101,8 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 
 	var profiles []*gmon.Profile
 	for _, p := range ps {
-		prof := &gmon.Profile{Samples: make(map[gmon.PC]uint64), Arcs: make(map[gmon.Arc]uint64)}
+		prof := &gmon.Profile{Samples: make(map[gmon.PC]uint64)}
+		arcs := newArcTable()
 		prof.Rate, prof.Dimension = rate(p)
 		timed := timeValue(p)
 		if timed >= 0 {
@@ -148,7 +151,7 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 						a := gmon.Arc{From: caller, Callee: callee.Func}
 						if !seen[a] {
 							seen[a] = true
-							prof.Arcs[a] += n
+							arcs.at(a).Count += n
 						}
 					}
 					callee, calleeOK = caller, true
@@ -158,9 +161,14 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 				}
 			}
 		}
+		prof.Arcs = arcs.list()
 		if timed >= 0 {
-			toTicks(prof.Samples)
-			toTicks(prof.Arcs)
+			for pc, ns := range prof.Samples {
+				prof.Samples[pc] = ticks(ns)
+			}
+			for i := range prof.Arcs {
+				prof.Arcs[i].Count = ticks(prof.Arcs[i].Count)
+			}
 			prof.Unaccounted = (prof.Unaccounted + uint64(timeTick/2)) / uint64(timeTick)
 		}
 		profiles = append(profiles, prof)
@@ -186,11 +194,59 @@ func timeValue(p *contract.Profile) int {
 	return -1
 }
 
-// toTicks turns nanoseconds into ticks of timeTick, rounded.
-func toTicks[K comparable](m map[K]uint64) {
-	for k, ns := range m {
-		m[k] = (ns + uint64(timeTick/2)) / uint64(timeTick)
+// ticks returns ns nanoseconds in ticks of timeTick, rounded.
+func ticks(ns uint64) uint64 { return (ns + uint64(timeTick/2)) / uint64(timeTick) }
+
+// An arcTable counts a profile's arcs, each once: 32 bytes and an index
+// slot an arc (deep distinct stacks have millions of arcs), where a map
+// cost more and a sorted copy of its keys more again. The arcs are kept in
+// chunks until list: one array grown by appending leaves each smaller
+// one behind, which a larger one cannot reuse.
+type arcTable struct {
+	chunks [][]gmon.ArcCount
+	n      int
+	ids    idindex.Index // of the arcs (ids + 1), by arc
+	seed   maphash.Seed
+}
+
+const arcChunk = 1 << 16
+
+func newArcTable() *arcTable { return &arcTable{ids: idindex.New(0), seed: maphash.MakeSeed()} }
+
+// arc returns arc id - 1.
+func (t *arcTable) arc(id uint32) *gmon.ArcCount {
+	return &t.chunks[(id-1)/arcChunk][(id-1)%arcChunk]
+}
+
+// at returns arc a's count, a zero one the first time, to be changed in
+// place before the table's next at.
+func (t *arcTable) at(a gmon.Arc) *gmon.ArcCount {
+	h := maphash.Comparable(t.seed, a)
+	id, i := t.ids.Find(h, func(id uint32) bool { return t.arc(id).Arc == a })
+	if id != 0 {
+		return t.arc(id)
 	}
+	if t.n%arcChunk == 0 {
+		t.chunks = append(t.chunks, make([]gmon.ArcCount, 0, arcChunk))
+	}
+	last := &t.chunks[len(t.chunks)-1]
+	*last = append(*last, gmon.ArcCount{Arc: a})
+	t.n++
+	t.ids.Add(i, uint32(t.n), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.arc(id).Arc) })
+	return &(*last)[len(*last)-1]
+}
+
+// list returns the arcs in one slice, as gmon.Profile holds them, and
+// empties the table.
+func (t *arcTable) list() []gmon.ArcCount {
+	t.ids = idindex.Index{}
+	out := make([]gmon.ArcCount, 0, t.n)
+	for i, c := range t.chunks {
+		out = append(out, c...)
+		t.chunks[i] = nil
+	}
+	t.chunks, t.n = nil, 0
+	return out
 }
 
 // rate tells what one sample is worth: for the clock events, which count

@@ -1,4 +1,4 @@
-package perfprof
+package idindex
 
 import (
 	"hash/maphash"
@@ -23,9 +23,9 @@ func TestIndex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3000 // grows the index from 256 slots to 4096
 			var keys []uint64
-			ix := newIndex(0)
+			ix := New(0)
 			find := func(key uint64) (uint32, int) {
-				return ix.find(tc.hash(key), func(id uint32) bool { return keys[id-1] == key })
+				return ix.Find(tc.hash(key), func(id uint32) bool { return keys[id-1] == key })
 			}
 			for k := range uint64(n) {
 				key := k * 0x10001
@@ -34,7 +34,7 @@ func TestIndex(t *testing.T) {
 					switch {
 					case id == 0 && !again:
 						keys = append(keys, key)
-						ix.add(i, uint32(len(keys)), tc.hash(key), func(id uint32) uint64 { return tc.hash(keys[id-1]) })
+						ix.Add(i, uint32(len(keys)), tc.hash(key), func(id uint32) uint64 { return tc.hash(keys[id-1]) })
 					case id == 0:
 						t.Fatalf("key %#x, added, is not found", key)
 					case !again:

@@ -1,8 +1,11 @@
-package perfprof
+// Package idindex finds records kept in a slice by their keys: a hash
+// table of their ids alone. Hand-written: Go's maps copy every key and
+// value, and no library indexes records it does not hold.
+package idindex
 
 import "math/bits"
 
-// An index finds records kept in a slice by their keys: a hash table of
+// An Index finds records kept in a slice by their keys: a hash table of
 // their ids alone (open addressing, linear probing), whose keys are the
 // records themselves. A Go map of the keys costs a copy of each key and
 // its value, and tens of bytes more an entry: at a million functions or
@@ -17,28 +20,28 @@ import "math/bits"
 // to a cache line, make it one miss for the walk and one for the match.
 //
 // The caller hashes (with a seeded hash: the keys come from hostile
-// recordings) and tells find how to compare.
-type index struct {
+// recordings) and tells Find how to compare.
+type Index struct {
 	slots []uint32 // ids; a power of two of them
 	tags  []uint8  // tagOf the hash of the id in the same slot; 0 for an empty slot
 	shift uint     // a hash's first slot is its top bits
 	n     int
 }
 
-// tagOf is a hash's tag: bits below the 32 a slot is taken from (the
-// profile's indexes rehash from those alone, see made), never 0.
+// tagOf is a hash's tag: bits below the 32 a slot is taken from (an
+// index may be given back only a hash's top half when it grows), never 0.
 func tagOf(h uint64) uint8 { return uint8(h>>32) | 0x80 }
 
-// newIndex returns an index with room for n records.
-func newIndex(n int) index {
+// New returns an index with room for n records.
+func New(n int) Index {
 	size := 1 << max(bits.Len(uint(n+n/3)), 8) // at most three quarters full
-	return index{slots: make([]uint32, size), tags: make([]uint8, size), shift: uint(64 - bits.TrailingZeros(uint(size)))}
+	return Index{slots: make([]uint32, size), tags: make([]uint8, size), shift: uint(64 - bits.TrailingZeros(uint(size)))}
 }
 
-// find walks the slots from hash h's first: it returns the id of the
+// Find walks the slots from hash h's first: it returns the id of the
 // record is says is the key's, or, when there is none, 0 and the empty
-// slot where add puts it.
-func (ix *index) find(h uint64, is func(id uint32) bool) (uint32, int) {
+// slot where Add puts it.
+func (ix *Index) Find(h uint64, is func(id uint32) bool) (uint32, int) {
 	tag, mask := tagOf(h), len(ix.slots)-1
 	for i := int(h >> ix.shift); ; i = (i + 1) & mask {
 		switch ix.tags[i] {
@@ -52,16 +55,16 @@ func (ix *index) find(h uint64, is func(id uint32) bool) (uint32, int) {
 	}
 }
 
-// add puts id, of hash h, in slot i, the empty slot find gave, and grows
+// Add puts id, of hash h, in slot i, the empty slot Find gave, and grows
 // the index when it gets three quarters full, hashing each id again.
-func (ix *index) add(i int, id uint32, h uint64, hash func(id uint32) uint64) {
+func (ix *Index) Add(i int, id uint32, h uint64, hash func(id uint32) uint64) {
 	ix.slots[i], ix.tags[i] = id, tagOf(h)
 	ix.n++
 	if 4*ix.n <= 3*len(ix.slots) {
 		return
 	}
 	old := *ix
-	*ix = index{slots: make([]uint32, 2*len(old.slots)), tags: make([]uint8, 2*len(old.slots)), shift: ix.shift - 1, n: ix.n}
+	*ix = Index{slots: make([]uint32, 2*len(old.slots)), tags: make([]uint8, 2*len(old.slots)), shift: ix.shift - 1, n: ix.n}
 	mask := len(ix.slots) - 1
 	for k, id := range old.slots {
 		if old.tags[k] == 0 {
