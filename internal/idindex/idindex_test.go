@@ -1,6 +1,7 @@
 package idindex
 
 import (
+	"fmt"
 	"hash/maphash"
 	"testing"
 )
@@ -55,4 +56,45 @@ func TestIndex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkIndex: a million records whose keys are strings elsewhere in
+// memory, as a JIT's function names are, each added and then found again;
+// beside it the Go map of the same keys the index replaces.
+func BenchmarkIndex(b *testing.B) {
+	const n = 1_000_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("LazyCompile:*f%d /app/bundle.js:%d", i, i%5000)
+	}
+	seed := maphash.MakeSeed()
+	hash := func(id uint32) uint64 { return maphash.String(seed, keys[id-1]) }
+	b.Run("index", func(b *testing.B) {
+		for b.Loop() {
+			ix := New(0)
+			for i, k := range keys {
+				h := maphash.String(seed, k)
+				_, slot := ix.Find(h, func(id uint32) bool { return keys[id-1] == k })
+				ix.Add(slot, uint32(i+1), h, hash)
+			}
+			for _, k := range keys {
+				if id, _ := ix.Find(maphash.String(seed, k), func(id uint32) bool { return keys[id-1] == k }); id == 0 {
+					b.Fatalf("%s not found", k)
+				}
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		for b.Loop() {
+			m := make(map[string]uint32)
+			for i, k := range keys {
+				m[k] = uint32(i + 1)
+			}
+			for _, k := range keys {
+				if m[k] == 0 {
+					b.Fatalf("%s not found", k)
+				}
+			}
+		}
+	})
 }
