@@ -37,6 +37,10 @@ goes by is refused with the closest ones that were sampled.`,
   jitprof annotate 'JS:*addMod /app.js:4:16 [inferred]' -i app.data`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Only the leaf's address says which instruction a sample
+			// is on: callers by function keep a profile of deep
+			// distinct stacks as small as the report's.
+			samples.opts.PerFunction, samples.opts.LeafAddresses = true, true
 			results, err := samples.analyze(cmd, nil)
 			defer samples.close()
 			if err != nil {

@@ -252,14 +252,22 @@ func find(p *contract.Profile, tool *objtool.Tool, symbol string) ([]*instance, 
 			}
 		}
 	}
-	// Ties go by the profile's order of mappings, then by the inlined
-	// function, so that the same profile gives the same output however
-	// the map above is walked.
+	// Ties go by where their mappings were, then the profile's order of
+	// mappings, then the inlined function: the same output however the
+	// map above is walked and however the profile numbered its mappings
+	// (the unnamed code of several processes running one program differs
+	// only in where it was).
 	instances := slices.Collect(maps.Values(byKey))
+	start := func(in *instance) uint64 {
+		if m := p.Mapping(in.mapping); m != nil {
+			return m.Start
+		}
+		return 0
+	}
 	slices.SortFunc(instances, func(a, b *instance) int {
 		return cmp.Or(cmp.Compare(b.samples, a.samples), cmp.Compare(b.onStack, a.onStack),
 			strings.Compare(a.module, b.module), cmp.Compare(a.fn.Start, b.fn.Start), strings.Compare(a.holder, b.holder),
-			cmp.Compare(a.mapping, b.mapping), strings.Compare(a.inlined, b.inlined))
+			cmp.Compare(start(a), start(b)), cmp.Compare(a.mapping, b.mapping), strings.Compare(a.inlined, b.inlined))
 	})
 	return instances, nil
 }

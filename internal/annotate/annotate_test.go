@@ -349,11 +349,12 @@ func TestHandMade(t *testing.T) {
 	unmapped := &profile.Location{ID: 3, Address: 0x50, Line: []profile.Line{{Function: lost}}}
 	noHolder := &profile.Location{ID: 8, Mapping: m, Address: 0x1050, Line: []profile.Line{{Function: small}, {}}}
 	// Unnamed code of two processes that ran the same file, sampled alike:
-	// shown in the order of their mappings, the first listed first.
-	sh1 := &profile.Mapping{ID: 11, File: "/bin/sh", Start: 0x5000, Limit: 0x6000}
-	sh2 := &profile.Mapping{ID: 6, File: "/bin/sh", Start: 0x9000, Limit: 0xa000}
-	inSh1 := &profile.Location{ID: 12, Mapping: sh1, Address: 0x5008}
-	inSh2 := &profile.Location{ID: 13, Mapping: sh2, Address: 0x9008}
+	// shown in the order of where they were, the lower first, whichever
+	// mapping the profile lists first.
+	sh1 := &profile.Mapping{ID: 11, File: "/bin/sh", Start: 0x9000, Limit: 0xa000}
+	sh2 := &profile.Mapping{ID: 6, File: "/bin/sh", Start: 0x5000, Limit: 0x6000}
+	inSh1 := &profile.Location{ID: 12, Mapping: sh1, Address: 0x9008}
+	inSh2 := &profile.Location{ID: 13, Mapping: sh2, Address: 0x5008}
 	sample := func(v int64, locs ...*profile.Location) *profile.Sample {
 		return &profile.Sample{Value: []int64{v}, Location: locs}
 	}

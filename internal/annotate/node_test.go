@@ -40,6 +40,13 @@ func TestNodeReportNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := res.Profile
+	// The profile the command annotates: callers by function, only the
+	// leaf by address. It must give what the profile by address gives.
+	res, err = perfprof.Run(perfprof.Options{Input: data, PerFunction: true, LeafAddresses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafOnly := res.Profile
 
 	var text bytes.Buffer
 	if err := report.Text(&text, p, report.Options{}); err != nil {
@@ -83,10 +90,13 @@ func TestNodeReportNames(t *testing.T) {
 	startRE := regexp.MustCompile(`, 0x([0-9a-f]+)-0x[0-9a-f]+, `)
 	var jsRows, lined, sampledRows, inlinedSections int
 	for _, name := range names {
-		var out bytes.Buffer
+		var out, asCommand bytes.Buffer
 		if err := Write(&out, p, name, Options{Syntax: disasm.GNU}); err != nil {
 			t.Errorf("annotate %q: %v", name, err)
 			continue
+		}
+		if err := Write(&asCommand, leafOnly, name, Options{Syntax: disasm.GNU}); err != nil || asCommand.String() != out.String() {
+			t.Errorf("annotate %q of the profile with only leaves by address (%v):\n%s\nof the profile by address:\n%s", name, err, asCommand.String(), out.String())
 		}
 		for _, sec := range parse(t, out.String()) {
 			m := startRE.FindStringSubmatch(sec.header)

@@ -85,7 +85,7 @@ func TestIntern(t *testing.T) {
 			}
 			ids := make([]uint32, len(frames))
 			for i, f := range frames {
-				ids[i] = a.intern(f.fr)
+				ids[i] = a.intern(f.fr, false)
 				fn := a.locs[ids[i]-1].fn
 				switch {
 				case f.sameAs >= 0 && ids[i] != ids[f.sameAs]:

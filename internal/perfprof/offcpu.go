@@ -279,7 +279,7 @@ var offCPUModule = &symbolize.Module{Name: contract.OffCPUFile, Kind: symbolize.
 // shortStack returns the stack of ShortFrame alone.
 func (a *aggregator) shortStack() uint32 {
 	if a.off.short == 0 {
-		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}})
+		loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: ShortFrame}}, a.whole(0))
 		a.off.short = a.stackTab.intern([]uint32{loc})
 	}
 	return a.off.short
@@ -293,7 +293,7 @@ func (a *aggregator) preemptedStack(stack uint32) uint32 {
 	if a.off.preempted == nil {
 		a.off.preempted = map[uint32]uint32{}
 	}
-	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}})
+	loc := a.intern(symbolize.Frame{Module: offCPUModule, Symbol: symbolize.Symbol{Name: PreemptedFrame}}, a.whole(0))
 	id, buf := a.stackTab.called(loc, stack, a.ids[:0])
 	a.ids = buf
 	a.off.preempted[stack] = id

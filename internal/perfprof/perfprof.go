@@ -46,6 +46,12 @@ type Options struct {
 	// function's location is one per chain of methods inlined where it was
 	// sampled, so inlined methods stay frames.
 	PerFunction bool
+	// LeafAddresses, with PerFunction, keeps each sample's leaf frame by
+	// its address, with its line numbers: what annotate needs (the
+	// samples of each instruction), while callers go by function, so that
+	// deep distinct stacks cost their functions, not their millions of
+	// addresses.
+	LeafAddresses bool
 	// NoInline folds the methods the dumps say were inlined into the
 	// function that holds their code, as perf report --no-inline does:
 	// their samples count to it, at its own line.
@@ -246,8 +252,9 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 // frame (96): a profile of deep distinct stacks has millions of addresses
 // in few functions.
 type location struct {
-	fn   uint32 // in aggregator.fns
-	addr uint64 // of the frame seen first; 0 in a key per function
+	fn    uint32 // in aggregator.fns
+	whole bool   // one per function (Options.PerFunction)
+	addr  uint64 // of the frame seen first; 0 in a key per function
 }
 
 // locFunc is what a location is but for its address.
@@ -301,6 +308,7 @@ type total struct{ count, period, off int64 } // off: nanoseconds off the CPU
 type pcKey struct {
 	pid    uint32
 	kernel bool
+	whole  bool // a location per function asked for
 	pc     uint64
 }
 
@@ -328,15 +336,16 @@ func (pk pcKey) slot() int {
 }
 
 type aggregator struct {
-	space       *symbolize.Space
-	filter      Filter
-	stages      *stages.Marks
-	perFunction bool
-	noInline    bool
-	attrs       map[*perfdata.Attr]bool // of the chosen event
-	event       string
-	unit        string
-	period      uint64 // the fixed period, 0 when sampled by frequency
+	space         *symbolize.Space
+	filter        Filter
+	stages        *stages.Marks
+	perFunction   bool
+	leafAddresses bool
+	noInline      bool
+	attrs         map[*perfdata.Attr]bool // of the chosen event
+	event         string
+	unit          string
+	period        uint64 // the fixed period, 0 when sampled by frequency
 
 	lookups []cached      // lookupSlots of them
 	locs    []location    // by location id - 1
@@ -371,20 +380,21 @@ type aggregator struct {
 
 func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*aggregator, error) {
 	a := &aggregator{
-		space:       space,
-		filter:      opts.Filter,
-		perFunction: opts.PerFunction,
-		noInline:    opts.NoInline,
-		attrs:       make(map[*perfdata.Attr]bool),
-		dumpIDs:     make(map[*symbolize.Module]uint16),
-		seed:        maphash.MakeSeed(),
-		oddFrames:   make(map[uint32]symbolize.Frame),
-		lookups:     make([]cached, lookupSlots),
-		commIDs:     make(map[string]uint32),
-		stackTab:    newStackTable(),
-		stacks:      newSampleTable(),
-		first:       math.MaxUint64,
-		warn:        opts.Warn,
+		space:         space,
+		filter:        opts.Filter,
+		perFunction:   opts.PerFunction,
+		leafAddresses: opts.LeafAddresses,
+		noInline:      opts.NoInline,
+		attrs:         make(map[*perfdata.Attr]bool),
+		dumpIDs:       make(map[*symbolize.Module]uint16),
+		seed:          maphash.MakeSeed(),
+		oddFrames:     make(map[uint32]symbolize.Frame),
+		lookups:       make([]cached, lookupSlots),
+		commIDs:       make(map[string]uint32),
+		stackTab:      newStackTable(),
+		stacks:        newSampleTable(),
+		first:         math.MaxUint64,
+		warn:          opts.Warn,
 	}
 	if a.warn == nil {
 		a.warn = func(error) {}
@@ -630,7 +640,7 @@ func (a *aggregator) add(s *perfdata.Sample) {
 func (a *aggregator) callchain(s *perfdata.Sample, t uint64) {
 	kernel := s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel
 	if s.Attr.SampleType&perfdata.SampleCallchain == 0 || len(s.Callchain) == 0 {
-		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel))
+		a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, kernel, a.whole(0)))
 		return
 	}
 	for _, pc := range s.Callchain {
@@ -646,7 +656,7 @@ func (a *aggregator) callchain(s *perfdata.Sample, t uint64) {
 // added before.
 func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
 	if len(a.ids) == 0 {
-		a.ids = append(a.ids, a.locate(pid, pc, t, kernel))
+		a.ids = append(a.ids, a.locate(pid, pc, t, kernel, a.whole(0)))
 		return
 	}
 	// A caller's address is where its call returns to: the call is the
@@ -658,33 +668,41 @@ func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
 	// not return, right before another: that caller stays unnamed.) The
 	// return address itself is looked up only then, and kept as a
 	// location only when it is the frame.
-	id := a.locate(pid, pc-1, t, kernel)
+	whole := a.whole(len(a.ids))
+	id := a.locate(pid, pc-1, t, kernel, whole)
 	if f := a.fnFrame(a.locs[id-1].fn); f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
 		if fr := a.space.Lookup(pid, pc, t, kernel); fr.Symbol.Name != "" && fr.Symbol.Start == pc {
-			id = a.intern(fr)
+			id = a.intern(fr, whole)
 		}
 	}
 	a.ids = append(a.ids, id)
 }
 
-// locate returns the id of the location of pc.
-func (a *aggregator) locate(pid uint32, pc, t uint64, kernel bool) uint32 {
-	pk := pcKey{pid, kernel, pc}
+// whole tells whether the frame at depth (0 the leaf) of a sample has a
+// location per function.
+func (a *aggregator) whole(depth int) bool {
+	return a.perFunction && (depth > 0 || !a.leafAddresses)
+}
+
+// locate returns the id of the location of pc, one per function if whole.
+func (a *aggregator) locate(pid uint32, pc, t uint64, kernel, whole bool) uint32 {
+	pk := pcKey{pid, kernel, whole, pc}
 	c := &a.lookups[pk.slot()]
 	if c.key == pk && c.from <= t && t < c.until {
 		return c.id
 	}
 	fr := a.space.Lookup(pid, pc, t, kernel)
-	id := a.intern(fr)
+	id := a.intern(fr, whole)
 	*c = cached{pk, id, fr.From, fr.Until}
 	return id
 }
 
-// intern returns the id of fr's location, a new one the first time.
-func (a *aggregator) intern(fr symbolize.Frame) uint32 {
-	fn := a.function(fr)
-	key := location{fn: fn, addr: fr.Addr}
-	if a.perFunction {
+// intern returns the id of fr's location, one per function if whole, a
+// new one the first time.
+func (a *aggregator) intern(fr symbolize.Frame, whole bool) uint32 {
+	fn := a.function(fr, whole)
+	key := location{fn: fn, whole: whole, addr: fr.Addr}
+	if whole {
 		key.addr = 0
 	}
 	h := maphash.Comparable(a.seed, key)
@@ -695,7 +713,7 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
 		a.oddFrames[uint32(len(a.locs))] = fr
 	}
-	a.locs = append(grown(a.locs, 1), location{fn, fr.Addr})
+	a.locs = append(grown(a.locs, 1), location{fn, whole, fr.Addr})
 	id = uint32(len(a.locs))
 	a.locIDs.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
@@ -704,19 +722,20 @@ func (a *aggregator) intern(fr symbolize.Frame) uint32 {
 // locKey returns the key location id is found by.
 func (a *aggregator) locKey(id uint32) location {
 	l := a.locs[id-1]
-	if a.perFunction {
+	if l.whole {
 		l.addr = 0
 	}
 	return l
 }
 
-// function returns the id of fr's function, a new one the first time.
-func (a *aggregator) function(fr symbolize.Frame) uint32 {
+// function returns the id of fr's function, a new one the first time;
+// whole, one for each chain of methods inlined at fr.
+func (a *aggregator) function(fr symbolize.Frame, whole bool) uint32 {
 	fk := locFunc{module: fr.Module, name: fr.Symbol.Name, start: fr.Symbol.Start}
 	if fr.Symbol.Name == "" {
 		fk.start = 0
 	}
-	if a.perFunction {
+	if whole {
 		for _, in := range a.inlineChain(fr) {
 			fk.inlined += in.Name + "\x00" + in.File + "\x00"
 		}

@@ -244,7 +244,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				file = l[0].File // code before the first line is still in the function's file
 			}
 		}
-		agg := a.locs[i].fn
+		agg, whole := a.locs[i].fn, a.locs[i].whole
 		id := byAggregated[agg]
 		if id == 0 {
 			var key functionKey
@@ -284,14 +284,14 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		chain := a.inlineChain(fr)
 		for _, in := range slices.Backward(chain) {
 			l := contract.Line{Function: inlined(fr.Module, in), Line: int64(in.Line)}
-			if a.perFunction {
+			if whole {
 				l.Line = 0
 			}
 			p.Lines = append(grown(p.Lines, 1), l)
 		}
 		fn = &p.Functions[id-1]
 		ln := contract.Line{Function: id, Line: int64(line)}
-		if a.perFunction {
+		if whole {
 			ln.Line = 0 // the location stands for every line of the function
 		} else if fn.StartLine != 0 && (ln.Line == 0 || file != strs.list[fn.Filename]) {
 			// Without a line of the function's own file (none, one of

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/perfprof"
 )
@@ -80,5 +81,54 @@ func BenchmarkScale(b *testing.B) {
 			runtime.ReadMemStats(&ms)
 			b.ReportMetric(float64(ms.HeapAlloc)/float64(len(res.Profile.Locations)), "live-B/location")
 		})
+	}
+}
+
+// TestLeafAddresses: per function with the leaf by address (annotate's
+// profile), deep distinct stacks keep a location per caller function, not
+// per caller address, while each sample's leaf keeps the address and lines
+// a profile by address gives it, and every frame its function.
+func TestLeafAddresses(t *testing.T) {
+	const functions, samples, depth = 500, 4, 1000
+	p, err := synth.Write(t.TempDir(), synth.Options{Functions: functions, Samples: samples, Depth: depth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(o perfprof.Options) *profile.Profile {
+		o.Input = p.Data
+		res, err := perfprof.Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Profile.PProf()
+	}
+	byAddress, mixed := run(perfprof.Options{}), run(perfprof.Options{PerFunction: true, LeafAddresses: true})
+	if len(mixed.Location) > samples+functions {
+		t.Errorf("%d locations, want at most a leaf per sample and a caller per function, %d", len(mixed.Location), samples+functions)
+	}
+	frames := func(prof *profile.Profile) map[string]int64 {
+		out := map[string]int64{}
+		for _, s := range prof.Sample {
+			leaf := s.Location[0]
+			k := fmt.Sprintf("leaf %#x %s line %d, callers", leaf.Address, leaf.Line[0].Function.SystemName, leaf.Line[0].Line)
+			for _, loc := range s.Location[1:] {
+				k += " " + loc.Line[0].Function.SystemName
+			}
+			out[k] += s.Value[0]
+		}
+		return out
+	}
+	want, got := frames(byAddress), frames(mixed)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("samples by leaf address and caller functions:\n%.600v\nwant (by address):\n%.600v", got, want)
+	}
+	leafs := map[uint64]bool{}
+	for _, s := range mixed.Sample {
+		leafs[s.Location[0].Address] = true
+	}
+	for _, loc := range mixed.Location {
+		if !leafs[loc.Address] && loc.Line[0].Line != 0 {
+			t.Errorf("caller location %#x has line %d: a location per function stands for all its lines", loc.Address, loc.Line[0].Line)
+		}
 	}
 }

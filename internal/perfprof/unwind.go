@@ -67,7 +67,7 @@ func newUnwinder(r *perfdata.Reader, space *symbolize.Space) (*unwinder, error) 
 // unwind.Walk asks for it. Walks of one stack ask again and again for the
 // same return addresses, so answers are cached as lookups are.
 func (u *unwinder) rule(pc uint64) (unwind.Rule, bool) {
-	pk := pcKey{u.pid, false, pc}
+	pk := pcKey{pid: u.pid, pc: pc}
 	c := &u.rules[pk.slot()]
 	if c.key == pk && c.from <= u.t && u.t < c.until {
 		return c.rule, c.ok
@@ -104,7 +104,7 @@ func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
 	fp, okFP := s.UserRegister(u.arch.PerfFP)
 	if s.RegsABI == perfdata.RegsABINone || !okIP || !okSP || !okFP {
 		if len(a.ids) == 0 {
-			a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel))
+			a.ids = append(a.ids, a.locate(s.Pid, s.IP, t, s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel, a.whole(0)))
 		}
 		return
 	}
@@ -115,7 +115,7 @@ func (a *aggregator) unwind(s *perfdata.Sample, t uint64) {
 	// return address, even below kernel frames: perf does not step it
 	// back either.
 	user := len(a.ids)
-	a.ids = append(a.ids, a.locate(s.Pid, u.pcs[0], t, false))
+	a.ids = append(a.ids, a.locate(s.Pid, u.pcs[0], t, false, a.whole(user)))
 	for _, pc := range u.pcs[1:] {
 		a.addCaller(s.Pid, pc, t, false)
 	}
