@@ -1,7 +1,9 @@
 // Package arena keeps many small objects in few allocations: the names of a
 // million jitted functions, kept after the dumps and symbol tables they
 // alias are unmapped, would otherwise cost an allocation and a GC header
-// each.
+// each; the millions of locations of a profile of deep distinct stacks,
+// grown in one slice, would cost twice their size and leave as much
+// behind.
 package arena
 
 import (
@@ -31,4 +33,45 @@ func (a *Strings) Clone(s string) string {
 	start := len(a.block)
 	a.block = append(a.block, s...)
 	return unsafe.String(&a.block[start], len(s))
+}
+
+// A List holds values side by side in arrays of ListChunk, numbered in the
+// order added. A slice grown by appending copies its values at each growth,
+// holds room for up to twice as many as it has, and leaves every smaller
+// array behind as garbage, which no larger array can reuse: on a profile of
+// millions of locations, hundreds of megabytes of resident memory more
+// than the values need.
+type List[T any] struct {
+	chunks [][]T
+	n      int
+}
+
+// ListChunk is how many values a List's array holds.
+const ListChunk = 1 << 12
+
+// Add appends v and returns its number, from 0.
+func (l *List[T]) Add(v T) int {
+	if l.n%ListChunk == 0 {
+		l.chunks = append(l.chunks, make([]T, ListChunk))
+	}
+	l.chunks[l.n/ListChunk][l.n%ListChunk] = v
+	l.n++
+	return l.n - 1
+}
+
+// At returns value i, to be changed in place if need be.
+func (l *List[T]) At(i int) *T { return &l.chunks[i/ListChunk][i%ListChunk] }
+
+// Len returns how many values l holds.
+func (l *List[T]) Len() int { return l.n }
+
+// Slice returns l's values in one slice, and empties l.
+func (l *List[T]) Slice() []T {
+	out := make([]T, 0, l.n)
+	for i, c := range l.chunks {
+		out = append(out, c[:min(ListChunk, l.n-i*ListChunk)]...)
+		l.chunks[i] = nil
+	}
+	*l = List[T]{}
+	return out
 }

@@ -37,3 +37,32 @@ func TestClone(t *testing.T) {
 		t.Errorf("earlier copies changed: %q, %q", x, y)
 	}
 }
+
+// TestList: values added across several arrays are found again by their
+// numbers, changed in place, and given back in order, once.
+func TestList(t *testing.T) {
+	var l List[int64]
+	const n = 3*ListChunk + 5
+	for i := range n {
+		if got := l.Add(int64(i)); got != i {
+			t.Fatalf("value %d numbered %d", i, got)
+		}
+	}
+	*l.At(ListChunk + 1) += 1000
+	if l.Len() != n || *l.At(n - 1) != n-1 || *l.At(ListChunk + 1) != ListChunk+1001 {
+		t.Fatalf("%d values; the last %d, value %d %d", l.Len(), *l.At(n - 1), ListChunk+1, *l.At(ListChunk + 1))
+	}
+	s := l.Slice()
+	for i, v := range s {
+		want := int64(i)
+		if i == ListChunk+1 {
+			want += 1000
+		}
+		if v != want {
+			t.Fatalf("slice[%d] = %d, want %d", i, v, want)
+		}
+	}
+	if len(s) != n || cap(s) != n || l.Len() != 0 {
+		t.Errorf("slice of %d (room for %d), %d left in the list", len(s), cap(s), l.Len())
+	}
+}

@@ -11,7 +11,7 @@ func (a *aggregator) nameInterpreted(ids []uint32, t, sp uint64, stack []byte) {
 			continue
 		}
 		if fr, ok := a.space.Interpreted(a.frame(id-1), t, a.unwinder.fps[i], sp, stack); ok {
-			ids[i] = a.intern(fr, a.locs[id-1].whole)
+			ids[i] = a.intern(fr, a.loc(id).whole)
 		}
 	}
 }

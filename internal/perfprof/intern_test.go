@@ -86,16 +86,16 @@ func TestIntern(t *testing.T) {
 			ids := make([]uint32, len(frames))
 			for i, f := range frames {
 				ids[i] = a.intern(f.fr, false)
-				fn := a.locs[ids[i]-1].fn
+				fn := a.loc(ids[i]).fn
 				switch {
 				case f.sameAs >= 0 && ids[i] != ids[f.sameAs]:
 					t.Errorf("frame %d: location %d, want frame %d's, %d", i, ids[i], f.sameAs, ids[f.sameAs])
-				case f.sameAs < 0 && ids[i] != uint32(len(a.locs)):
+				case f.sameAs < 0 && ids[i] != uint32(a.locs.Len()):
 					t.Errorf("frame %d: location %d, want a new one", i, ids[i])
 				}
 				switch {
-				case f.sameFnAs >= 0 && fn != a.locs[ids[f.sameFnAs]-1].fn:
-					t.Errorf("frame %d: function %d, want frame %d's, %d", i, fn, f.sameFnAs, a.locs[ids[f.sameFnAs]-1].fn)
+				case f.sameFnAs >= 0 && fn != a.loc(ids[f.sameFnAs]).fn:
+					t.Errorf("frame %d: function %d, want frame %d's, %d", i, fn, f.sameFnAs, a.loc(ids[f.sameFnAs]).fn)
 				case f.sameFnAs < 0 && fn != uint32(len(a.fns)-1):
 					t.Errorf("frame %d: function %d, want a new one", i, fn)
 				}
@@ -109,13 +109,13 @@ func TestIntern(t *testing.T) {
 					t.Errorf("frame %d: location %d gives back %+v, want %+v", i, ids[i], got, want)
 				}
 			}
-			if got := a.name(a.locs[ids[8]-1].fn); got != "main" {
+			if got := a.name(a.loc(ids[8]).fn); got != "main" {
 				t.Errorf("the ELF symbol is named %q, want main", got)
 			}
-			if got := a.name(a.locs[ids[21]-1].fn); got != "a.a() [interpreted]" { // demangled as perf shows Java
+			if got := a.name(a.loc(ids[21]).fn); got != "a.a() [interpreted]" { // demangled as perf shows Java
 				t.Errorf("the interpreter running a is named %q", got)
 			}
-			if got := a.name(a.locs[ids[0]-1].fn); got != "f" {
+			if got := a.name(a.loc(ids[0]).fn); got != "f" {
 				t.Errorf("f is named %q", got)
 			}
 			if a.flags(ids[0])&jittedCode == 0 || a.flags(ids[8])&jittedCode != 0 {

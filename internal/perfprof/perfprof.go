@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/dumpindex"
@@ -347,11 +348,11 @@ type aggregator struct {
 	unit          string
 	period        uint64 // the fixed period, 0 when sampled by frequency
 
-	lookups []cached      // lookupSlots of them
-	locs    []location    // by location id - 1
-	locIDs  idindex.Index // of locs, by function and address
-	fns     []function    // by function id
-	fnIDs   idindex.Index // of fns (ids + 1), by locFunc
+	lookups []cached             // lookupSlots of them
+	locs    arena.List[location] // by location id - 1: millions on deep distinct stacks
+	locIDs  idindex.Index        // of locs, by function and address
+	fns     []function           // by function id
+	fnIDs   idindex.Index        // of fns (ids + 1), by locFunc
 	others  []other
 	dumps   []*symbolize.Module
 	dumpIDs map[*symbolize.Module]uint16 // 1 + the place in dumps
@@ -413,7 +414,6 @@ func newAggregator(r *perfdata.Reader, space *symbolize.Space, opts Options) (*a
 	}
 	a.fns = make([]function, 0, functions)
 	a.fnIDs = idindex.New(functions)
-	a.locs = make([]location, 0, functions)
 	a.locIDs = idindex.New(functions)
 	if a.stages = stages.NewMarks(dumps); opts.Filter.Stage != "" && !a.stages.Has(opts.Filter.Stage) {
 		return nil, fmt.Errorf("%s: no dump marks a stage %q (marked: %q)", opts.Input, opts.Filter.Stage, a.stages.Names())
@@ -670,7 +670,7 @@ func (a *aggregator) addCaller(pid uint32, pc, t uint64, kernel bool) {
 	// location only when it is the frame.
 	whole := a.whole(len(a.ids))
 	id := a.locate(pid, pc-1, t, kernel, whole)
-	if f := a.fnFrame(a.locs[id-1].fn); f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
+	if f := a.fnFrame(a.loc(id).fn); f.Symbol.Name == "" && f.Module != nil && f.Module.Kind == symbolize.ELF && !f.Module.Stripped() {
 		if fr := a.space.Lookup(pid, pc, t, kernel); fr.Symbol.Name != "" && fr.Symbol.Start == pc {
 			id = a.intern(fr, whole)
 		}
@@ -711,17 +711,16 @@ func (a *aggregator) intern(fr symbolize.Frame, whole bool) uint32 {
 		return id
 	}
 	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
-		a.oddFrames[uint32(len(a.locs))] = fr
+		a.oddFrames[uint32(a.locs.Len())] = fr
 	}
-	a.locs = append(grown(a.locs, 1), location{fn, whole, fr.Addr})
-	id = uint32(len(a.locs))
+	id = uint32(a.locs.Add(location{fn, whole, fr.Addr}) + 1)
 	a.locIDs.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
 }
 
 // locKey returns the key location id is found by.
 func (a *aggregator) locKey(id uint32) location {
-	l := a.locs[id-1]
+	l := *a.loc(id)
 	if l.whole {
 		l.addr = 0
 	}
@@ -820,7 +819,10 @@ func (a *aggregator) name(fn uint32) string {
 }
 
 // flags returns the flags of location id's function.
-func (a *aggregator) flags(id uint32) functionFlags { return a.fns[a.locs[id-1].fn].flags }
+func (a *aggregator) flags(id uint32) functionFlags { return a.fns[a.loc(id).fn].flags }
+
+// loc returns location id.
+func (a *aggregator) loc(id uint32) *location { return a.locs.At(int(id - 1)) }
 
 // frame returns the first frame seen of location id-1 (but its From and
 // Until).
@@ -828,7 +830,7 @@ func (a *aggregator) frame(i uint32) symbolize.Frame {
 	if fr, ok := a.oddFrames[i]; ok {
 		return fr
 	}
-	l := a.locs[i]
+	l := *a.locs.At(int(i))
 	fr := a.fnFrame(l.fn)
 	fr.Addr = l.addr
 	return fr

@@ -223,9 +223,9 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 		return id
 	}
-	p.Locations = make([]contract.Location, len(a.locs))
-	p.Lines = make([]contract.Line, 0, len(a.locs))
-	for i := range a.locs {
+	p.Locations = make([]contract.Location, a.locs.Len())
+	p.Lines = make([]contract.Line, 0, a.locs.Len())
+	for i := range a.locs.Len() {
 		fr := a.frame(uint32(i))
 		loc := contract.Location{Mapping: mappingOf(uint32(i), fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
 		if fr.Symbol.Name == "" {
@@ -244,7 +244,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				file = l[0].File // code before the first line is still in the function's file
 			}
 		}
-		agg, whole := a.locs[i].fn, a.locs[i].whole
+		agg, whole := a.locs.At(i).fn, a.locs.At(i).whole
 		id := byAggregated[agg]
 		if id == 0 {
 			var key functionKey
@@ -304,7 +304,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		loc.NLines = uint32(len(chain) + 1)
 		p.Locations[i] = loc
 	}
-	a.locs, a.fns, a.oddFrames, a.others, a.dumps = nil, nil, nil, nil, nil
+	a.locs, a.fns, a.oddFrames, a.others, a.dumps = arena.List[location]{}, nil, nil, nil, nil
 }
 
 // made is the location that made a mapping or function of the profile,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/gmon"
@@ -199,54 +200,35 @@ func ticks(ns uint64) uint64 { return (ns + uint64(timeTick/2)) / uint64(timeTic
 
 // An arcTable counts a profile's arcs, each once: 32 bytes and an index
 // slot an arc (deep distinct stacks have millions of arcs), where a map
-// cost more and a sorted copy of its keys more again. The arcs are kept in
-// chunks until list: one array grown by appending leaves each smaller
-// one behind, which a larger one cannot reuse.
+// cost more and a sorted copy of its keys more again.
 type arcTable struct {
-	chunks [][]gmon.ArcCount
-	n      int
-	ids    idindex.Index // of the arcs (ids + 1), by arc
-	seed   maphash.Seed
+	arcs arena.List[gmon.ArcCount]
+	ids  idindex.Index // of the arcs (numbers + 1), by arc
+	seed maphash.Seed
 }
-
-const arcChunk = 1 << 16
 
 func newArcTable() *arcTable { return &arcTable{ids: idindex.New(0), seed: maphash.MakeSeed()} }
 
 // arc returns arc id - 1.
-func (t *arcTable) arc(id uint32) *gmon.ArcCount {
-	return &t.chunks[(id-1)/arcChunk][(id-1)%arcChunk]
-}
+func (t *arcTable) arc(id uint32) *gmon.ArcCount { return t.arcs.At(int(id - 1)) }
 
 // at returns arc a's count, a zero one the first time, to be changed in
 // place before the table's next at.
 func (t *arcTable) at(a gmon.Arc) *gmon.ArcCount {
 	h := maphash.Comparable(t.seed, a)
 	id, i := t.ids.Find(h, func(id uint32) bool { return t.arc(id).Arc == a })
-	if id != 0 {
-		return t.arc(id)
+	if id == 0 {
+		id = uint32(t.arcs.Add(gmon.ArcCount{Arc: a}) + 1)
+		t.ids.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.arc(id).Arc) })
 	}
-	if t.n%arcChunk == 0 {
-		t.chunks = append(t.chunks, make([]gmon.ArcCount, 0, arcChunk))
-	}
-	last := &t.chunks[len(t.chunks)-1]
-	*last = append(*last, gmon.ArcCount{Arc: a})
-	t.n++
-	t.ids.Add(i, uint32(t.n), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.arc(id).Arc) })
-	return &(*last)[len(*last)-1]
+	return t.arc(id)
 }
 
 // list returns the arcs in one slice, as gmon.Profile holds them, and
 // empties the table.
 func (t *arcTable) list() []gmon.ArcCount {
 	t.ids = idindex.Index{}
-	out := make([]gmon.ArcCount, 0, t.n)
-	for i, c := range t.chunks {
-		out = append(out, c...)
-		t.chunks[i] = nil
-	}
-	t.chunks, t.n = nil, 0
-	return out
+	return t.arcs.Slice()
 }
 
 // rate tells what one sample is worth: for the clock events, which count
