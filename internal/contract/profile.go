@@ -2,6 +2,7 @@ package contract
 
 import (
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/google/pprof/profile"
@@ -69,10 +70,21 @@ type Location struct {
 	IsFolded     bool
 }
 
-// A Line is pprof's Line.
+// A Line is pprof's Line. Its column is 32 bits, as jitdump's
+// discriminators are (16 bytes a line, not 24: a profile of deep stacks
+// has millions): a larger one, which only a name could give, is unknown.
 type Line struct {
-	Function     uint32 // number; 0 for none
-	Line, Column int64
+	Function uint32 // number; 0 for none
+	Column   int32
+	Line     int64
+}
+
+// ColumnOf is column as a Line holds it: 0, unknown, when it does not fit.
+func ColumnOf(column int64) int32 {
+	if column < 0 || column > math.MaxInt32 {
+		return 0
+	}
+	return int32(column)
 }
 
 // A Sample is pprof's Sample: its locations are Stacks[Stack:Stack+Depth],
@@ -217,7 +229,7 @@ func (p *Profile) PProf() *profile.Profile {
 			loc.Mapping = pp.Mapping[l.Mapping-1]
 		}
 		for _, ln := range p.LinesOf(l) {
-			line := profile.Line{Line: ln.Line, Column: ln.Column}
+			line := profile.Line{Line: ln.Line, Column: int64(ln.Column)}
 			if ln.Function != 0 {
 				line.Function = pp.Function[ln.Function-1]
 			}
@@ -329,7 +341,7 @@ func FromPProf(pp *profile.Profile) *Profile {
 			loc := Location{Address: l.Address, Mapping: mapping(l.Mapping), IsFolded: l.IsFolded}
 			lines := make([]Line, len(l.Line))
 			for i, ln := range l.Line {
-				lines[i] = Line{Function: function(ln.Function), Line: ln.Line, Column: ln.Column}
+				lines[i] = Line{Function: function(ln.Function), Line: ln.Line, Column: ColumnOf(ln.Column)}
 			}
 			loc.Line, loc.NLines = uint32(len(p.Lines)), uint32(len(lines))
 			p.Lines = append(p.Lines, lines...)

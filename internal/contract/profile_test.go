@@ -3,9 +3,11 @@ package contract
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 )
@@ -157,5 +159,20 @@ func TestProfileAccessors(t *testing.T) {
 	}
 	if len(c.Stacks) != 3+3+1+1 {
 		t.Errorf("%d stack entries", len(c.Stacks))
+	}
+}
+
+// TestColumnOf: a column is kept when 32 bits hold it, else unknown.
+func TestColumnOf(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want int32
+	}{{0, 0}, {13, 13}, {math.MaxInt32, math.MaxInt32}, {math.MaxInt32 + 1, 0}, {-1, 0}, {math.MinInt64, 0}} {
+		if got := ColumnOf(tc.in); got != tc.want {
+			t.Errorf("ColumnOf(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+	if size := unsafe.Sizeof(Line{}); size != 16 {
+		t.Errorf("a Line is %d bytes, want 16", size)
 	}
 }

@@ -174,7 +174,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	}
 
 	p.Functions = make([]contract.Function, 0, len(a.fns))
-	addFunction := func(raw, demangled string, jitted bool) (uint32, int64) {
+	addFunction := func(raw, demangled string, jitted bool) (uint32, int32) {
 		fn, col := newFunction(raw, demangled, jitted, strs)
 		p.Functions = append(grown(p.Functions, 1), fn)
 		return uint32(len(p.Functions)), col
@@ -198,7 +198,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	}
 	var functionMade []made // by place in p.Functions; of those functions finds
 	byAggregated := make([]uint32, len(a.fns))
-	startColumns := make(map[uint32]int64)             // of the functions whose name gives one
+	startColumns := make(map[uint32]int32)             // of the functions whose name gives one
 	lines := make(map[*dumpindex.Code]dumpindex.Lines) // built once per function with lines, not per location
 	type inlineKey struct {
 		module     *symbolize.Module
@@ -260,7 +260,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			}
 			if id == 0 {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
-				var col int64
+				var col int32
 				id, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
 				if col != 0 {
 					startColumns[id] = col
@@ -454,7 +454,7 @@ func namedLike(file, comm string) bool {
 // source (demangled: perf report's name). A jitted function whose name
 // embeds its source file is split as pprof expects (names.go); newFunction
 // then also returns the column its name gives.
-func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contract.Function, int64) {
+func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contract.Function, int32) {
 	fn := contract.Function{SystemName: strs.id(raw), Name: strs.id(demangled)}
 	if !jitted || demangled != raw {
 		return fn, 0
@@ -464,7 +464,7 @@ func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contrac
 		return fn, 0
 	}
 	fn.Name, fn.Filename, fn.StartLine = strs.id(sn.Name), strs.id(sn.File), sn.Line
-	return fn, sn.Column
+	return fn, contract.ColumnOf(sn.Column)
 }
 
 // stripped counts, by stripped ELF file, the kept samples whose leaf it

@@ -242,7 +242,7 @@ func (e *pprofEncoder) location(i int) {
 	for _, ln := range e.p.LinesOf(l) {
 		e.sub = appendUint64Opt(e.sub[:0], 1, uint64(ln.Function))
 		e.sub = appendInt64Opt(e.sub, 2, ln.Line)
-		e.sub = appendInt64Opt(e.sub, 3, ln.Column)
+		e.sub = appendInt64Opt(e.sub, 3, int64(ln.Column))
 		b = appendTag(b, 4, 2)
 		b = binary.AppendUvarint(b, uint64(len(e.sub)))
 		b = append(b, e.sub...)
