@@ -218,7 +218,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 					return
 				}
 				j := jobs[i]
-				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns)
+				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns, j.d.dump.Evict)
 				buf = data
 				mu.Lock()
 				if err != nil {
@@ -247,12 +247,23 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 	return res, firstErr
 }
 
+// evictEvery is how many functions' code an image copies between drops of
+// the dump's pages from memory.
+const evictEvery = 1 << 14
+
 // writeImage writes one image whole or not at all, and returns it with each
-// function's offset in it. buf is reused for the image's bytes.
-func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code) (*image, []uint64, []byte, error) {
+// function's offset in it. buf is reused for the image's bytes. evict drops
+// the pages of the dump the code is copied from: a packed image of a
+// million functions touches all of the dump, which would otherwise stay
+// resident beside the image (80 MB at a million functions).
+func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code, evict func()) (*image, []uint64, []byte, error) {
+	defer evict()
 	// Each made when the image needs it: all of a dump's at once would
 	// double the index it is made from.
 	data, layout, err := jitelf.AppendFunc(buf, op, len(fns), func(i int) jitelf.Function {
+		if i%evictEvery == evictEvery-1 {
+			evict()
+		}
 		fn := fns[i]
 		ef := jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
 		if fn.Debug() != nil {
