@@ -124,6 +124,7 @@ func startWork(t *testing.T, run func(argv ...string) *exec.Cmd, forks bool, cp 
 				t.Fatal(err)
 			}
 			j.nspid = st.NSpid
+			removeStaleSocket(t, j.nspid)
 			return j
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -211,6 +212,24 @@ func mappedLibrary(t *testing.T, pid uint32) (string, uint32) {
 	}
 	t.Fatalf("the JVM does not map %s:\n%s", libraryName, maps)
 	return "", 0
+}
+
+// removeStaleSocket removes the attach socket a JVM killed earlier left in
+// /tmp for pid, which nothing listens on: pids come back within a run (32,768
+// of them), and a load would find that socket first and be refused, as jcmd
+// is. The JVMs of these tests run in the host's /tmp.
+func removeStaleSocket(t *testing.T, pid uint32) {
+	t.Helper()
+	path := fmt.Sprintf("/tmp/.java_pid%d", pid)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); errors.Is(err, unix.ECONNREFUSED) {
+		t.Logf("removing %s, a socket nothing listens on", path)
+		os.Remove(path)
+	}
 }
 
 // TestLoad: a root JVM gets the agent, which writes a dump naming the
