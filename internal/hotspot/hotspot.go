@@ -75,7 +75,10 @@ var (
 	ErrAttached = errors.New("the JVM already writes a jitdump")
 	// ErrNotReady is a JVM still starting: it does not catch SIGQUIT yet
 	// (the signal would kill it; or it never will, run with -Xrs and
-	// without a listener), or its JVMTI is not live yet.
+	// without a listener), its JVMTI is not live yet, or its /tmp still
+	// holds the socket of a JVM that had its pid before, killed, which
+	// HotSpot removes as it starts (pids come back soon: a container's
+	// JVM has the same one each run).
 	ErrNotReady = errors.New("the JVM is not ready to attach")
 	// ErrNoListener is a JVM whose socket did not appear in time: run
 	// with -XX:+DisableAttachMechanism, or too busy to answer. Such a JVM
@@ -155,6 +158,9 @@ func load(ctx context.Context, pid uint32, opts Options) error {
 	defer cancel()
 	for {
 		r, err := call(answer, p.Cred, sock, "load", path, "true", opts.Args)
+		if errors.Is(err, unix.ECONNREFUSED) {
+			return fmt.Errorf("%w: nothing listens on %s/.java_pid%d, a socket left by a JVM that had its pid (%w)", ErrNotReady, tmpShown, p.NSpid, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -260,6 +260,37 @@ func TestLoad(t *testing.T) {
 	checkDump(t, j, dir)
 }
 
+// TestLoadStaleSocket: a socket nothing listens on, where the JVM's would
+// be (left by a JVM killed that had its pid, until HotSpot removes it as it
+// starts), makes the load say the JVM is not ready, at once, not fail for
+// good; once it is gone, the load goes through.
+func TestLoadStaleSocket(t *testing.T) {
+	lib := library(t)
+	j := startWork(t, asRoot, false, classes(t), 3000)
+	path := fmt.Sprintf("/tmp/.java_pid%d", j.nspid)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd) // bound, never listening: as a killed JVM leaves it
+	dir := t.TempDir()
+	start := time.Now()
+	err = Load(context.Background(), j.pid, Options{Library: lib, Args: "dir=" + dir})
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), path) || time.Since(start) > time.Second {
+		t.Fatalf("with a stale socket: %v after %v, want %v at once, naming %s", err, time.Since(start), ErrNotReady, path)
+	}
+	os.Remove(path)
+	if err := Load(context.Background(), j.pid, Options{Library: lib, Args: "dir=" + dir}); err != nil {
+		t.Fatalf("once it is gone: %v\n%s", err, j.stderr.String())
+	}
+	j.wait(t)
+	checkDump(t, j, dir)
+}
+
 // TestDisabled: a JVM run with -XX:+DisableAttachMechanism is refused
 // within the timeout, or at once when cancelled, and the trigger file is
 // removed.
