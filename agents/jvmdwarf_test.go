@@ -93,7 +93,7 @@ func TestJVMDWARFStacks(t *testing.T) {
 	recorded := runCommand(t, []string{bin, "record", "-p", fmt.Sprint(pid), "--call-graph", "dwarf", "--duration", "4s", "-o", data})
 	runCommand(t, []string{jcmd, fmt.Sprint(pid), "JFR.stop", "name=dwarf"})
 	pb := filepath.Join(dir, "profile.pb.gz")
-	runCommand(t, []string{bin, "report", "-q", "-i", data, "--format", "pprof", "-o", pb})
+	reported := runCommand(t, []string{bin, "report", "-i", data, "--format", "pprof", "-o", pb})
 	p := fixtures.ReadProfile(t, pb)
 
 	const main = "LWork;main([Ljava/lang/String;)V"
@@ -127,7 +127,7 @@ func TestJVMDWARFStacks(t *testing.T) {
 	}
 	t.Logf("the JVM's %d samples: %d in Work's methods, of which %d reach %s and the thread's start", all, inWork, whole, main)
 	if float64(inWork) < 0.6*float64(all) {
-		t.Errorf("%d of the JVM's %d samples are in Work's methods, want 60%%; record said:\n%s", inWork, all, recorded)
+		t.Errorf("%d of the JVM's %d samples are in Work's methods, want 60%%; record said:\n%s\nreport said:\n%s", inWork, all, recorded, reported)
 	}
 	if inWork == 0 || float64(whole) < 0.9*float64(inWork) {
 		t.Errorf("%d of %d stacks in Work's methods reach main and the thread's start, want 90%%", whole, inWork)
