@@ -39,7 +39,7 @@ func New(n int) Index {
 }
 
 // Find walks the slots from hash h's first: it returns the id of the
-// record is says is the key's, or, when there is none, 0 and the empty
+// record for which is returns true, or, when there is none, 0 and the empty
 // slot where Add puts it.
 func (ix *Index) Find(h uint64, is func(id uint32) bool) (uint32, int) {
 	tag, mask := tagOf(h), len(ix.slots)-1

@@ -218,7 +218,14 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 					return
 				}
 				j := jobs[i]
-				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns, j.d.dump.Evict)
+				// A packed image drops the dump's pages as it goes; with
+				// one image per function that would be a syscall over
+				// the whole dump for each, so theirs go once, after all.
+				evict := j.d.dump.Evict
+				if !j.d.packed {
+					evict = func() {}
+				}
+				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns, evict)
 				buf = data
 				mu.Lock()
 				if err != nil {
@@ -244,6 +251,11 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 		}()
 	}
 	wg.Wait()
+	for _, d := range dumps {
+		if !d.packed {
+			d.dump.Evict()
+		}
+	}
 	return res, firstErr
 }
 
