@@ -54,7 +54,7 @@ func OpenFile(f *os.File, name string) (*File, error) {
 		return nil, r.named(err)
 	}
 	r.SetName(name)
-	r.evictBehind = m.EvictRange
+	r.readTo = m.ReadTo
 	return &File{Reader: r, mapping: m, file: f, regular: st.Mode().IsRegular(), partSize: defaultPartSize, reread: Reader{hdr: r.hdr, ord: r.ord, name: name}}, nil
 }
 

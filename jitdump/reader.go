@@ -9,7 +9,6 @@ import (
 	"io"
 	"iter"
 	"math/bits"
-	"os"
 	"unsafe"
 )
 
@@ -50,10 +49,9 @@ type Reader struct {
 
 	touched int  // bytes mode: the input before it has been loaded by touchAhead
 	sink    byte // keeps touchAhead's loads from being optimised away
-	// evictBehind, when set (a File's), drops the input before an offset
-	// from resident memory; evicted is where it last did.
-	evictBehind func(lo, hi int)
-	evicted     int
+	// readTo, when set (a File's), is told how far reading has gone, so
+	// that the input behind leaves resident memory (mapfile's ReadTo).
+	readTo func(off int)
 
 	loads   slab[CodeLoad]
 	debugs  slab[DebugInfo]
@@ -305,20 +303,11 @@ func (r *Reader) nextBytes() ([]byte, error) {
 		}
 	}
 	r.off += int64(len(b))
-	if r.evictBehind != nil && int(r.off)-r.evicted >= evictWindow {
-		r.evictBehind(r.evicted, int(r.off))
-		r.evicted = int(r.off) &^ (pageSize - 1)
+	if r.readTo != nil {
+		r.readTo(int(r.off))
 	}
 	return b, nil
 }
-
-// evictWindow is how far a File's reading goes before the pages behind it
-// are dropped: a dump of millions of records read once (an index of it, a
-// check) then holds at most this much of it in memory, not all of it.
-// Records read before stay valid: their pages are read back when touched.
-const evictWindow = 8 << 20
-
-var pageSize = os.Getpagesize()
 
 // split returns the record at the start of head, the input from the next
 // record on: all of what is left when all is set, else the start of it, and

@@ -62,10 +62,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"iter"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 
@@ -132,32 +132,83 @@ const FuncAlign = 16
 func Write(w io.Writer, opts Options, fns []Function) (Layout, error) {
 	b := builders.Get().(*builder)
 	defer builders.Put(b)
-	out, lay, err := b.build(b.out[:0], opts, len(fns), slice(fns))
-	b.out = out[:0]
+	img := appender{b.out[:0]}
+	lay, err := b.build(&img, opts, len(fns), slice(fns))
+	b.out = img.b[:0]
 	if err != nil {
 		return lay, err
 	}
-	_, err = w.Write(out)
+	_, err = w.Write(img.b)
 	return lay, err
 }
 
 // Append appends an image of fns to dst, as Write writes it, and returns the
 // extended slice.
 func Append(dst []byte, opts Options, fns []Function) ([]byte, Layout, error) {
-	return AppendFunc(dst, opts, len(fns), slice(fns))
-}
-
-// AppendFunc is Append of n functions that fn gives by index, each as often
-// as the image needs it: for a caller that holds its functions otherwise
-// (an image of a million jitted functions would double them as Functions).
-func AppendFunc(dst []byte, opts Options, n int, fn func(int) Function) ([]byte, Layout, error) {
 	b := builders.Get().(*builder)
 	defer builders.Put(b)
-	return b.build(dst, opts, n, fn)
+	img := appender{dst}
+	lay, err := b.build(&img, opts, len(fns), slice(fns))
+	if err != nil {
+		return dst, lay, err
+	}
+	return img.b, lay, nil
+}
+
+// WriterAt is where WriteFunc writes: a file, front to back, then its
+// build ID at its place.
+type WriterAt interface {
+	io.Writer
+	io.WriterAt
+}
+
+// WriteFunc writes an image of n functions, which fn gives by index, to w, as
+// Write writes fns, and holds neither the image nor its tables in memory:
+// for a caller that holds its functions otherwise (an image of a million
+// jitted functions would double them as Functions, and hold as much again
+// as the image). fn is asked for each function several times, in order.
+func WriteFunc(w WriterAt, opts Options, n int, fn func(int) Function) (Layout, error) {
+	b := builders.Get().(*builder)
+	defer builders.Put(b)
+	return b.build(w, opts, n, fn)
 }
 
 func slice(fns []Function) func(int) Function {
 	return func(i int) Function { return fns[i] }
+}
+
+// appender is a WriterAt that appends to a slice, writing at an offset
+// into what it holds.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+func (a *appender) WriteAt(p []byte, off int64) (int, error) {
+	return copy(a.b[off:], p), nil
+}
+
+// hasher hashes what it writes to w, but for the bytes at skip: the
+// build-id, which is the hash of the rest.
+type hasher struct {
+	w    io.Writer
+	h    hash.Hash
+	n    uint64
+	skip uint64
+}
+
+func (h *hasher) Write(p []byte) (int, error) {
+	from, to := h.n, h.n+uint64(len(p))
+	if to <= h.skip || from >= h.skip+BuildIDSize {
+		h.h.Write(p)
+	} else {
+		h.h.Write(p[:h.skip-min(h.skip, from)])
+		h.h.Write(p[min(h.skip+BuildIDSize-from, uint64(len(p))):])
+	}
+	h.n = to
+	return h.w.Write(p)
 }
 
 // builders keep the scratch space of earlier images, so that writing one
@@ -275,14 +326,14 @@ type builder struct {
 	out []byte
 }
 
-func (b *builder) build(dst []byte, opts Options, n int, fn func(int) Function) ([]byte, Layout, error) {
+func (b *builder) build(w WriterAt, opts Options, n int, fn func(int) Function) (Layout, error) {
 	format, mach, err := opts.format()
 	if err != nil {
-		return dst, Layout{}, err
+		return Layout{}, err
 	}
 	for i := range n {
 		if name := fn(i).Name; strings.IndexByte(name, 0) >= 0 {
-			return dst, Layout{}, fmt.Errorf("jitelf: function %d: name %q has a NUL byte", i, name)
+			return Layout{}, fmt.Errorf("jitelf: function %d: name %q has a NUL byte", i, name)
 		}
 	}
 	*b = builder{
@@ -329,6 +380,7 @@ func (b *builder) build(dst []byte, opts Options, n int, fn func(int) Function) 
 	f.Entry = textStart
 	text := b.addAlloc(elf.SectionHeader{Name: ".text", Type: elf.SHT_PROGBITS, Flags: elf.SHF_EXECINSTR,
 		Size: cur - textStart, Addralign: FuncAlign}, nil)
+	b.f.Sections[text].Contents = func(w io.Writer) error { return b.writeText(w, textStart, cur) }
 
 	if hasEH {
 		ehStart := f.Next(8)
@@ -336,7 +388,7 @@ func (b *builder) build(dst []byte, opts Options, n int, fn func(int) Function) 
 		b.addAlloc(elf.SectionHeader{Name: ".eh_frame", Type: elf.SHT_PROGBITS, Addralign: 8}, b.ehFrame)
 		hdrStart := f.Next(4)
 		if hdrStart+uint64(len(b.ehTable))*8 > 1<<31 {
-			return dst, Layout{}, errors.New("jitelf: unwinding tables beyond 2 GiB into the image cannot be written")
+			return Layout{}, errors.New("jitelf: unwinding tables beyond 2 GiB into the image cannot be written")
 		}
 		b.writeEHHdr(ehStart, hdrStart)
 		hdr := b.addAlloc(elf.SectionHeader{Name: ".eh_frame_hdr", Type: elf.SHT_PROGBITS, Addralign: 4}, b.ehHdr)
@@ -362,25 +414,38 @@ func (b *builder) build(dst []byte, opts Options, n int, fn func(int) Function) 
 	}
 	b.addSymbols(text)
 
-	base := len(dst)
-	out, err := f.Append(dst)
-	if err != nil {
-		return dst, Layout{}, fmt.Errorf("jitelf: %w", err)
-	}
-	img := out[base:]
-	for i := range n {
-		copy(img[b.offs[i]:], fn(i).Code)
-	}
-
 	// The id is the hash of every other byte of the image.
 	desc := f.Sections[note].Offset + noteSize - BuildIDSize
-	h := sha1.New()
-	h.Write(img[:desc])
-	h.Write(img[desc+BuildIDSize:])
-	lay := Layout{Offsets: b.offs, Size: int64(len(img)), DroppedLines: b.linesLost, DroppedFDEs: b.fdesLost}
-	h.Sum(lay.BuildID[:0])
-	copy(img[desc:], lay.BuildID[:])
-	return out, lay, nil
+	h := hasher{w: w, h: sha1.New(), skip: desc}
+	size, err := f.WriteTo(&h)
+	if err != nil {
+		return Layout{}, fmt.Errorf("jitelf: %w", err)
+	}
+	lay := Layout{Offsets: b.offs, Size: size, DroppedLines: b.linesLost, DroppedFDEs: b.fdesLost}
+	h.h.Sum(lay.BuildID[:0])
+	if _, err := w.WriteAt(lay.BuildID[:], int64(desc)); err != nil {
+		return Layout{}, fmt.Errorf("jitelf: %w", err)
+	}
+	return lay, nil
+}
+
+// writeText writes .text: each function's code at its offset, from start
+// to end.
+func (b *builder) writeText(w io.Writer, start, end uint64) error {
+	var pad [FuncAlign]byte
+	at := start
+	for i := range b.n {
+		if _, err := w.Write(pad[:b.offs[i]-at]); err != nil {
+			return err
+		}
+		code := b.fn(i).Code
+		if _, err := w.Write(code); err != nil {
+			return err
+		}
+		at = b.offs[i] + uint64(len(code))
+	}
+	_, err := w.Write(pad[:end-at])
+	return err
 }
 
 // addAlloc adds an allocated section, at an address equal to its offset
@@ -405,24 +470,16 @@ func (b *builder) appendNote(out []byte) []byte {
 	return append(out, make([]byte, BuildIDSize)...) // filled in once the rest is hashed
 }
 
-// addSymbols adds one local STT_FUNC per function, in order, in section
-// text.
+// addSymbols gives the file one local STT_FUNC per function, in order, in
+// section text.
 func (b *builder) addSymbols(text int) {
 	info := elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC)
-	// Both tables are sized first: a million functions' would otherwise
-	// be copied twenty times over as they grow.
-	names := 1
-	for i := range b.n {
-		names += len(b.fn(i).Name) + 1
-	}
-	b.f.Strings = slices.Grow(b.f.Strings, names)
-	b.f.GrowSymbols(b.n)
-	for i := range b.n {
-		fn := b.fn(i)
-		name := uint32(0) // the empty string that opens the table
-		if fn.Name != "" {
-			name = b.f.Strings.Add(fn.Name)
+	b.f.Symbols = func(yield func(elfwrite.Symbol) bool) {
+		for i := range b.n {
+			fn := b.fn(i)
+			if !yield(elfwrite.Symbol{Name: fn.Name, Info: info, Other: byte(elf.STV_DEFAULT), Section: text, Value: b.offs[i], Size: uint64(len(fn.Code))}) {
+				return
+			}
 		}
-		b.f.AddSymbol(elf.Sym64{Name: name, Info: info, Other: byte(elf.STV_DEFAULT), Shndx: uint16(text), Value: b.offs[i], Size: uint64(len(fn.Code))})
 	}
 }

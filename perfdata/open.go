@@ -23,6 +23,7 @@ func Open(name string) (*File, error) {
 		return nil, r.named(err)
 	}
 	r.SetName(name)
+	r.readTo = m.ReadTo
 	return &File{Reader: r, mapping: m}, nil
 }
 

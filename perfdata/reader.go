@@ -63,6 +63,9 @@ type Reader struct {
 	chunk []byte        // stream mode: records' bytes are cut from it
 	grown int           // the size of the last chunk: chunks double up to streamBuffer
 	lent  int           // stream mode: bytes of the last record, handed out in place, to discard
+	// readTo, when set (a File's), is told how far reading has gone, so
+	// that the input behind leaves resident memory (mapfile's ReadTo).
+	readTo func(off int)
 
 	samples  slab[Sample]
 	mmap2s   slab[Mmap2]
@@ -619,6 +622,9 @@ func (r *Reader) nextBytes() ([]byte, error) {
 		}
 	}
 	r.off += int64(total)
+	if r.readTo != nil {
+		r.readTo(int(r.off))
+	}
 	return b, nil
 }
 

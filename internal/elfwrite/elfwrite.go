@@ -11,12 +11,16 @@
 package elfwrite
 
 import (
+	"bufio"
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"slices"
+	"strings"
 )
 
 // ByteOrder is a byte order that can also append: binary.LittleEndian,
@@ -118,15 +122,26 @@ type Section struct {
 	// is not used.
 	elf.SectionHeader
 	// Data, when not nil, is the contents, and sets Size. Without, the
-	// section is Size zeros in the file, for the caller to fill in in
-	// Append's output; a SHT_NOBITS section is none.
+	// contents are what Contents writes, or else Size zeros; a SHT_NOBITS
+	// section has none in the file.
 	Data []byte
-	name uint32 // of Name, in File.Names
+	// Contents, when set, writes the section's Size bytes as the file is
+	// written, for contents too large to hold in memory.
+	Contents func(w io.Writer) error
+	name     uint32 // of Name, in File.Names
+}
+
+// Symbol is an entry of the symbol table.
+type Symbol struct {
+	Name        string // any bytes but NUL
+	Info, Other byte   // st_info (elf.ST_INFO) and st_other
+	Section     int    // its index
+	Value, Size uint64
 }
 
 // File is an ELF file in the making. The program headers follow the file
 // header; the sections added follow them in the order added, each at the
-// next offset its alignment allows. Append adds .symtab, .strtab and
+// next offset its alignment allows. Writing adds .symtab, .strtab and
 // .shstrtab after them, and the section headers at the end.
 //
 // A File's zero value is an empty file of no program headers.
@@ -138,7 +153,7 @@ type File struct {
 
 	// Progs are the program headers. Their number must be final before
 	// the first Add, for the sections follow them; their values are read
-	// by Append.
+	// as the file is written.
 	Progs []elf.ProgHeader
 
 	// Sections are those added, each at its index in the section header
@@ -150,18 +165,19 @@ type File struct {
 	// choose the table.
 	Names StringTable
 
-	// Strings holds the symbols' names, .strtab's contents: an
-	// elf.Sym64's Name is an offset in it.
-	Strings StringTable
+	// Symbols, when set, yields the symbol table's entries after the null
+	// symbol, the local ones first as ELF wants, the same each time: it
+	// is walked three times as the file is written (sizes, entries,
+	// names) and never held, for an image of a million jitted functions
+	// would hold tens of megabytes of tables.
+	Symbols iter.Seq[Symbol]
 
-	symtab []byte // the null symbol, then those added
-	locals int    // local symbols among them
-	end    uint64 // of the contents laid out so far
+	end uint64 // of the contents laid out so far
 }
 
 // Reset empties f for another file, keeping its memory.
 func (f *File) Reset() {
-	*f = File{Progs: f.Progs[:0], Sections: f.Sections[:0], Names: f.Names[:0], Strings: f.Strings[:0], symtab: f.symtab[:0]}
+	*f = File{Progs: f.Progs[:0], Sections: f.Sections[:0], Names: f.Names[:0]}
 }
 
 // Next returns the offset a section of alignment align added now gets.
@@ -177,7 +193,7 @@ func (f *File) Add(s Section) int {
 	if s.Data != nil {
 		s.Size = uint64(len(s.Data))
 	}
-	// A NOBITS section takes no room in the file; Append gives it the
+	// A NOBITS section takes no room in the file; writing gives it the
 	// offset of the section headers, past every section's contents.
 	if s.Type != elf.SHT_NOBITS {
 		s.Offset = f.Next(s.Addralign)
@@ -188,98 +204,210 @@ func (f *File) Add(s Section) int {
 	return len(f.Sections) - 1
 }
 
-// AddSymbol appends a symbol to the symbol table, which opens with the null
-// symbol. ELF wants the local symbols first.
-func (f *File) AddSymbol(s elf.Sym64) {
-	o := f.Order
-	f.symtab = o.AppendUint32(f.symbols(), s.Name)
-	if f.is64() {
-		f.symtab = append(f.symtab, s.Info, s.Other)
-		f.symtab = o.AppendUint16(f.symtab, s.Shndx)
-		f.symtab = o.AppendUint64(f.symtab, s.Value)
-		f.symtab = o.AppendUint64(f.symtab, s.Size)
-	} else {
-		f.symtab = o.AppendUint32(f.symtab, uint32(s.Value))
-		f.symtab = o.AppendUint32(f.symtab, uint32(s.Size))
-		f.symtab = append(f.symtab, s.Info, s.Other)
-		f.symtab = o.AppendUint16(f.symtab, s.Shndx)
-	}
-	if elf.ST_BIND(s.Info) == elf.STB_LOCAL {
-		f.locals++
-	}
-}
-
-// GrowSymbols makes room for n more symbols, so that adding many grows the
-// table once rather than by doubling.
-func (f *File) GrowSymbols(n int) {
-	f.symtab = slices.Grow(f.symbols(), n*int(f.symSize()))
-}
-
-// symbols returns the symbol table, which opens with the null symbol.
-func (f *File) symbols() []byte {
-	if len(f.symtab) == 0 {
-		f.symtab = append(f.symtab, make([]byte, f.symSize())...)
-	}
-	return f.symtab
-}
-
 // shAlign is the section header table's alignment, enough for either class.
 const shAlign = 8
 
-// Append adds .symtab, .strtab and .shstrtab, and appends the file to dst.
-// It is called once per file; Reset makes another.
+// Append appends the file to dst, as WriteTo writes it, and returns the
+// extended slice.
 func (f *File) Append(dst []byte) ([]byte, error) {
+	shoff, size, err := f.finish()
+	if err != nil {
+		return dst, err
+	}
+	if uint64(int(size)) != size {
+		return dst, errors.New("the file is too large for this machine's memory")
+	}
+	w := appender{slices.Grow(dst, int(size))}
+	err = f.write(&w, shoff)
+	return w.b, err
+}
+
+// WriteTo adds .symtab, .strtab and .shstrtab, and writes the file to w,
+// front to back. It is called once per file; Reset makes another.
+func (f *File) WriteTo(w io.Writer) (int64, error) {
+	shoff, size, err := f.finish()
+	if err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := f.write(bw, shoff); err != nil {
+		return 0, err
+	}
+	return int64(size), bw.Flush()
+}
+
+// finish lays out the symbol and string tables, and returns where the
+// section headers go and the size of the file.
+func (f *File) finish() (shoff, size uint64, err error) {
+	symbols, locals, names := 0, 0, uint64(1) // the null symbol and empty name
+	for s := range f.symbols() {
+		if strings.IndexByte(s.Name, 0) >= 0 {
+			return 0, 0, fmt.Errorf("symbol %d's name %q holds a NUL byte", symbols, s.Name)
+		}
+		symbols++
+		if elf.ST_BIND(s.Info) == elf.STB_LOCAL {
+			locals++
+		}
+		if s.Name != "" {
+			names += uint64(len(s.Name)) + 1
+		}
+	}
 	syms := f.Add(Section{SectionHeader: elf.SectionHeader{Name: ".symtab", Type: elf.SHT_SYMTAB,
-		Addralign: uint64(f.AddrSize()), Entsize: f.symSize()}, Data: f.symbols()})
+		Addralign: uint64(f.AddrSize()), Entsize: f.symSize(), Size: uint64(1+symbols) * f.symSize()}, Contents: f.writeSymbols})
 	// sh_link is the string table's index, sh_info that of the first
 	// global symbol.
 	f.Sections[syms].Link = uint32(syms + 1)
-	f.Sections[syms].Info = uint32(1 + f.locals)
-	f.Add(Section{SectionHeader: elf.SectionHeader{Name: ".strtab", Type: elf.SHT_STRTAB, Addralign: 1}, Data: f.Strings.contents()})
-	shstrndx := len(f.Sections)
+	f.Sections[syms].Info = uint32(1 + locals)
+	f.Add(Section{SectionHeader: elf.SectionHeader{Name: ".strtab", Type: elf.SHT_STRTAB, Addralign: 1, Size: names}, Contents: f.writeNames})
 	shstrtab := Section{SectionHeader: elf.SectionHeader{Name: ".shstrtab", Type: elf.SHT_STRTAB, Addralign: 1}}
 	f.Names.offset(shstrtab.Name) // before the contents are taken
 	shstrtab.Data = f.Names
 	f.Add(shstrtab)
 
-	shoff := AlignUp(f.end, shAlign)
-	size := shoff + uint64(len(f.Sections))*f.sectionSize()
+	shoff = AlignUp(f.end, shAlign)
+	size = shoff + uint64(len(f.Sections))*f.sectionSize()
 	if !f.is64() && size > 1<<32 {
-		return dst, fmt.Errorf("the file needs %d bytes, more than ELF32 can address", size)
+		return 0, 0, fmt.Errorf("the file needs %d bytes, more than ELF32 can address", size)
 	}
-	if uint64(int(size)) != size {
-		return dst, errors.New("the file is too large for this machine's memory")
-	}
-
-	base := len(dst)
-	out := slices.Grow(dst, int(size))
-	out = f.appendHeader(out, shoff, shstrndx)
-	for i := range f.Progs {
-		out = f.appendProg(out, &f.Progs[i])
-	}
-	for i := range f.Sections {
-		s := &f.Sections[i]
-		switch {
-		case s.Type == elf.SHT_NULL:
-		case s.Type == elf.SHT_NOBITS:
-			s.Offset = shoff
-		case s.Data != nil:
-			out = pad(out, base, s.Offset)
-			out = append(out, s.Data...)
-		default:
-			out = pad(out, base, s.Offset+s.Size)
-		}
-	}
-	out = pad(out, base, shoff)
-	for i := range f.Sections {
-		out = f.appendSection(out, &f.Sections[i])
-	}
-	return out, nil
+	return shoff, size, nil
 }
 
-// pad appends zeros to b until the file that starts at base reaches off.
-func pad(b []byte, base int, off uint64) []byte {
-	return append(b, make([]byte, int(off)-(len(b)-base))...)
+func (f *File) symbols() iter.Seq[Symbol] {
+	if f.Symbols == nil {
+		return func(func(Symbol) bool) {}
+	}
+	return f.Symbols
+}
+
+// writeSymbols writes .symtab: the null symbol, then Symbols', each
+// named by the place writeNames gives its name.
+func (f *File) writeSymbols(w io.Writer) error {
+	o := f.Order
+	b := make([]byte, f.symSize(), 64)
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	name := uint32(1)
+	for s := range f.symbols() {
+		at := uint32(0) // the empty name that opens the table
+		if s.Name != "" {
+			at = name
+			name += uint32(len(s.Name)) + 1
+		}
+		b = o.AppendUint32(b[:0], at)
+		if f.is64() {
+			b = append(b, s.Info, s.Other)
+			b = o.AppendUint16(b, uint16(s.Section))
+			b = o.AppendUint64(b, s.Value)
+			b = o.AppendUint64(b, s.Size)
+		} else {
+			b = o.AppendUint32(b, uint32(s.Value))
+			b = o.AppendUint32(b, uint32(s.Size))
+			b = append(b, s.Info, s.Other)
+			b = o.AppendUint16(b, uint16(s.Section))
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeNames writes .strtab: the empty name, then each symbol's that is
+// not empty.
+func (f *File) writeNames(w io.Writer) error {
+	if _, err := w.Write(zeros[:1]); err != nil {
+		return err
+	}
+	for s := range f.symbols() {
+		if s.Name == "" {
+			continue
+		}
+		if _, err := io.WriteString(w, s.Name); err != nil {
+			return err
+		}
+		if _, err := w.Write(zeros[:1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes the file, laid out by finish, to w.
+func (f *File) write(w io.Writer, shoff uint64) error {
+	c := counter{w: w}
+	b := f.appendHeader(make([]byte, 0, f.headerSize()), shoff, len(f.Sections)-1)
+	for i := range f.Progs {
+		b = f.appendProg(b, &f.Progs[i])
+	}
+	c.Write(b)
+	for i := range f.Sections {
+		s := &f.Sections[i]
+		if s.Type == elf.SHT_NULL {
+			continue
+		}
+		if s.Type == elf.SHT_NOBITS {
+			s.Offset = shoff
+			continue
+		}
+		c.pad(s.Offset)
+		switch {
+		case s.Data != nil:
+			c.Write(s.Data)
+		case s.Contents != nil:
+			if c.err == nil {
+				if err := s.Contents(&c); err != nil && c.err == nil {
+					c.err = err
+				}
+			}
+			if c.err == nil && c.n != s.Offset+s.Size {
+				return fmt.Errorf("section %s: %d bytes written, want %d", s.Name, c.n-s.Offset, s.Size)
+			}
+		default:
+			c.pad(s.Offset + s.Size)
+		}
+	}
+	c.pad(shoff)
+	b = b[:0]
+	for i := range f.Sections {
+		b = f.appendSection(b, &f.Sections[i])
+	}
+	c.Write(b)
+	return c.err
+}
+
+// counter counts the bytes written through it and keeps the first error.
+type counter struct {
+	w   io.Writer
+	n   uint64
+	err error
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(b)
+	c.n += uint64(n)
+	c.err = err
+	return n, err
+}
+
+// pad writes zeros up to offset off.
+func (c *counter) pad(off uint64) {
+	for c.err == nil && c.n < off {
+		c.Write(zeros[:min(off-c.n, uint64(len(zeros)))])
+	}
+}
+
+var zeros [4096]byte
+
+// appender is an io.Writer that appends to a slice.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
 }
 
 func (f *File) appendHeader(b []byte, shoff uint64, shstrndx int) []byte {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"slices"
 	"testing"
 )
@@ -23,6 +26,17 @@ type symbol struct {
 	section int
 	value   uint64
 	size    uint64
+}
+
+// streamed is what writeStreamed writes, in two writes.
+const streamed = "streamed!"
+
+func writeStreamed(w io.Writer) error {
+	_, err := io.WriteString(w, streamed[:3])
+	if err == nil {
+		_, err = io.WriteString(w, streamed[3:])
+	}
+	return err
 }
 
 // fileCase is a file to write and what to add to it.
@@ -55,6 +69,7 @@ var fileCases = []fileCase{
 			{SectionHeader: elf.SectionHeader{Name: ".comment", Type: elf.SHT_PROGBITS, Addralign: 1}, Data: []byte("odd\x00")},
 			{SectionHeader: elf.SectionHeader{Name: ".note", Type: elf.SHT_NOTE, Addralign: 4}, Data: []byte{}},
 			{SectionHeader: elf.SectionHeader{Name: ".rodata", Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC, Addralign: 4096}, Data: []byte{1, 2, 3}},
+			{SectionHeader: elf.SectionHeader{Name: ".streamed", Type: elf.SHT_PROGBITS, Size: 9, Addralign: 4}, Contents: writeStreamed},
 		},
 		symbols: []symbol{{"local", elf.STB_LOCAL, 1, 0x1000, 13}, {"λ", elf.STB_LOCAL, 2, 0, 8}, {"global", elf.STB_GLOBAL, 1, 0x1004, 2}, {"weak", elf.STB_WEAK, 6, 1, 1}},
 	},
@@ -78,9 +93,11 @@ func TestReadBack(t *testing.T) {
 					s := &f.Sections[i+1]
 					f.Progs[i] = elf.ProgHeader{Type: elf.PT_LOAD + elf.ProgType(i), Flags: elf.PF_R, Off: s.Offset, Vaddr: s.Addr, Paddr: s.Addr, Filesz: s.Size, Memsz: s.Size, Align: 0x1000}
 				}
-				for _, s := range c.symbols {
-					f.AddSymbol(elf.Sym64{Name: f.Strings.Add(s.name), Info: elf.ST_INFO(s.bind, elf.STT_FUNC), Shndx: uint16(s.section), Value: s.value, Size: s.size})
-				}
+				f.Symbols = symbolsOf(c.symbols)
+				// Written both ways, from copies of the File: writing
+				// adds the tables' sections to it.
+				g := f
+				g.Sections = slices.Clone(f.Sections)
 				data, err := f.Append([]byte("prefix"))
 				if err != nil {
 					t.Fatal(err)
@@ -89,6 +106,10 @@ func TestReadBack(t *testing.T) {
 					t.Fatalf("Append overwrote dst")
 				}
 				data = data[6:]
+				var streamed bytes.Buffer
+				if n, err := g.WriteTo(&streamed); err != nil || n != int64(streamed.Len()) || !bytes.Equal(streamed.Bytes(), data) {
+					t.Errorf("WriteTo wrote %d bytes (said %d, %v), Append %d: not the same bytes", streamed.Len(), n, err, len(data))
+				}
 				ef, err := elf.NewFile(bytes.NewReader(data))
 				if err != nil {
 					t.Fatal(err)
@@ -175,6 +196,9 @@ func checkSections(t *testing.T, ef *elf.File, f *File, c fileCase, size uint64)
 		if i < len(c.sections) && h.Type != elf.SHT_NOBITS {
 			got, _ := s.Data()
 			wantData := c.sections[i].Data
+			if c.sections[i].Contents != nil {
+				wantData = []byte(streamed)
+			}
 			if wantData == nil {
 				wantData = make([]byte, h.Size)
 			}
@@ -258,6 +282,44 @@ func TestAlignUp(t *testing.T) {
 	}
 }
 
+// symbolsOf gives symbols as File.Symbols does.
+func symbolsOf(symbols []symbol) iter.Seq[Symbol] {
+	return func(yield func(Symbol) bool) {
+		for _, s := range symbols {
+			if !yield(Symbol{Name: s.name, Info: elf.ST_INFO(s.bind, elf.STT_FUNC), Section: s.section, Value: s.value, Size: s.size}) {
+				return
+			}
+		}
+	}
+}
+
+// TestWrongContents checks that a file is not written whole when a
+// section's Contents write more or fewer bytes than its Size, or fail, or
+// a symbol's name holds a NUL.
+func TestWrongContents(t *testing.T) {
+	failed := errors.New("failed")
+	for _, c := range []struct {
+		name     string
+		contents func(io.Writer) error
+		symbol   string
+		want     string
+	}{
+		{"short", func(w io.Writer) error { _, err := io.WriteString(w, "1234"); return err }, "s", "section .x: 4 bytes written, want 5"},
+		{"long", func(w io.Writer) error { _, err := io.WriteString(w, "123456"); return err }, "s", "section .x: 6 bytes written, want 5"},
+		{"failed", func(io.Writer) error { return failed }, "s", "failed"},
+		{"NUL", writeStreamed, "a\x00b", `symbol 0's name "a\x00b" holds a NUL byte`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := File{Format: formats[0]}
+			f.Add(Section{SectionHeader: elf.SectionHeader{Name: ".x", Type: elf.SHT_PROGBITS, Size: 5}, Contents: c.contents})
+			f.Symbols = symbolsOf([]symbol{{c.symbol, elf.STB_LOCAL, 1, 0, 0}})
+			if _, err := f.WriteTo(io.Discard); err == nil || err.Error() != c.want {
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestTooLarge checks that a file ELF32 cannot address is refused before
 // any of it is made.
 func TestTooLarge(t *testing.T) {
@@ -273,7 +335,7 @@ func TestReset(t *testing.T) {
 	write := func(f *File) []byte {
 		f.Format, f.Type = formats[2], elf.ET_DYN
 		f.Add(Section{SectionHeader: elf.SectionHeader{Name: ".a", Type: elf.SHT_PROGBITS, Addralign: 4}, Data: []byte{1, 2, 3}})
-		f.AddSymbol(elf.Sym64{Name: f.Strings.Add("s"), Info: elf.ST_INFO(elf.STB_LOCAL, elf.STT_FUNC), Shndx: 1})
+		f.Symbols = symbolsOf([]symbol{{"s", elf.STB_LOCAL, 1, 0, 0}})
 		b, err := f.Append(nil)
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strings"
 
 	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/internal/hostelf"
@@ -35,24 +34,24 @@ func (p *Program) WriteELF(w io.Writer, m elf.Machine, o ByteOrder, l *Layout) e
 	f := elfwrite.File{Format: elfwrite.Format{Class: elf.ELFCLASS64, Order: o}, Type: elf.ET_EXEC, Machine: m}
 	text := f.Add(elfwrite.Section{SectionHeader: elf.SectionHeader{Name: ".text", Type: elf.SHT_NOBITS,
 		Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: l.TextStart, Size: l.TextEnd - l.TextStart, Addralign: binBytes}})
-	addSym := func(name string, start, end uint64) {
-		f.AddSymbol(elf.Sym64{Name: f.Strings.Add(name), Info: elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC),
-			Shndx: uint16(text), Value: start, Size: end - start})
+	sym := func(name string, start, end uint64) elfwrite.Symbol {
+		return elfwrite.Symbol{Name: name, Info: elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC), Section: text, Value: start, Size: end - start}
 	}
-	addSym(UnaccountedName, l.Unaccounted, l.Unaccounted+binBytes)
-	for i, fn := range p.Symbols {
-		if strings.IndexByte(fn.Name, 0) >= 0 {
-			return fmt.Errorf("gmon: function %d's name %q holds a NUL byte", i, fn.Name)
+	f.Symbols = func(yield func(elfwrite.Symbol) bool) {
+		if !yield(sym(UnaccountedName, l.Unaccounted, l.Unaccounted+binBytes)) {
+			return
 		}
-		addSym(fn.Name, l.Start[i], l.End[i])
+		for i, fn := range p.Symbols {
+			if !yield(sym(fn.Name, l.Start[i], l.End[i])) {
+				return
+			}
+		}
+		// gprof ends each symbol where the next one starts, ignoring
+		// sizes: the last function needs one after it.
+		yield(sym(endName, l.TextEnd, l.TextEnd))
 	}
-	// gprof ends each symbol where the next one starts, ignoring sizes: the
-	// last function needs one after it.
-	addSym(endName, l.TextEnd, l.TextEnd)
-	b, err := f.Append(nil)
-	if err != nil {
+	if _, err := f.WriteTo(w); err != nil {
 		return fmt.Errorf("gmon: %w", err)
 	}
-	_, err = w.Write(b)
-	return err
+	return nil
 }

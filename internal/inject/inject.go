@@ -12,7 +12,6 @@ package inject
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,6 +84,7 @@ func (d *dumpImages) place(k int) (*image, uint64) {
 type image struct {
 	path     string
 	buildID  []byte
+	size     int64
 	maj, min uint32
 	ino      uint64
 }
@@ -211,7 +211,6 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(jobs)) {
@@ -225,8 +224,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 				if !j.d.packed {
 					evict = func() {}
 				}
-				img, offsets, data, err := writeImage(buf[:0], j.path, j.elfOp, j.fns, evict)
-				buf = data
+				img, offsets, err := writeImage(j.path, j.elfOp, j.fns, evict)
 				mu.Lock()
 				if err != nil {
 					if firstErr == nil {
@@ -241,7 +239,7 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 					j.d.images[j.first], j.d.pgoffs[j.first] = img, offsets[0]
 				}
 				res.Images++
-				res.ImageBytes += int64(len(data))
+				res.ImageBytes += img.size
 				res.Functions += len(j.fns)
 				mu.Unlock()
 				if opts.Progress != nil {
@@ -264,16 +262,23 @@ func writeImages(dumps []*dumpImages, dir string, opts Options) (Result, error) 
 const evictEvery = 1 << 14
 
 // writeImage writes one image whole or not at all, and returns it with each
-// function's offset in it. buf is reused for the image's bytes. evict drops
-// the pages of the dump the code is copied from: a packed image of a
-// million functions touches all of the dump, which would otherwise stay
-// resident beside the image (80 MB at a million functions).
-func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Code, evict func()) (*image, []uint64, []byte, error) {
+// function's offset in it. evict drops the pages of the dump the code is
+// copied from: a packed image of a million functions touches all of the
+// dump, which would otherwise stay resident beside the image (80 MB at a
+// million functions).
+func writeImage(path string, op jitelf.Options, fns []*dumpindex.Code, evict func()) (*image, []uint64, error) {
 	defer evict()
+	// The images hold the processes' code and names, as the recording
+	// does: private as it is.
+	f, err := atomicfile.Private.CreateTemp(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("image %s: %w", path, err)
+	}
 	// Each made when the image needs it: all of a dump's at once would
 	// double the index it is made from.
-	data, layout, err := jitelf.AppendFunc(buf, op, len(fns), func(i int) jitelf.Function {
-		if i%evictEvery == evictEvery-1 {
+	made := 0
+	layout, err := jitelf.WriteFunc(f, op, len(fns), func(i int) jitelf.Function {
+		if made++; made%evictEvery == 0 {
 			evict()
 		}
 		fn := fns[i]
@@ -284,23 +289,18 @@ func writeImage(buf []byte, path string, op jitelf.Options, fns []*dumpindex.Cod
 		return ef
 	})
 	if err != nil {
-		return nil, nil, buf, fmt.Errorf("image %s: %w", path, err)
+		atomicfile.Discard(f, path)
+		return nil, nil, fmt.Errorf("image %s: %w", path, err)
 	}
-	// The images hold the processes' code and names, as the recording
-	// does: private as it is.
-	err = atomicfile.Private.Write(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-	if err != nil {
-		return nil, nil, data, fmt.Errorf("image %s: %w", path, err)
+	if err := atomicfile.Commit(f, path); err != nil {
+		return nil, nil, fmt.Errorf("image %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return nil, nil, data, err
+		return nil, nil, err
 	}
-	img := &image{path: path, buildID: layout.BuildID[:], maj: unix.Major(st.Dev), min: unix.Minor(st.Dev), ino: st.Ino}
-	return img, layout.Offsets, data, nil
+	img := &image{path: path, buildID: layout.BuildID[:], size: layout.Size, maj: unix.Major(st.Dev), min: unix.Minor(st.Dev), ino: st.Ino}
+	return img, layout.Offsets, nil
 }
 
 func (d *dumpImages) imageSet() []*image {

@@ -5,13 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/dumpindex/synth"
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitelf"
 )
 
@@ -72,22 +71,7 @@ func TestImageLeavesDumpPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	resident := func() int {
-		smaps, err := os.ReadFile("/proc/self/smaps")
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, kb := false, 0
-		for l := range strings.Lines(string(smaps)) {
-			if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
-				in = f[len(f)-1] == p.Dump
-			} else if in && len(f) == 3 && f[0] == "Rss:" {
-				n, _ := strconv.Atoi(f[1])
-				kb += n
-			}
-		}
-		return kb
-	}
+	resident := func() int { return fixtures.MappedKB(t, p.Dump) }
 	fi, err := os.Stat(p.Dump)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +85,7 @@ func TestImageLeavesDumpPages(t *testing.T) {
 		during = max(during, resident())
 		d.Evict()
 	}
-	if _, _, _, err := writeImage(nil, filepath.Join(dir, "img.so"), jitelf.OptionsFor(d.Header), d.Functions, watched); err != nil {
+	if _, _, err := writeImage(filepath.Join(dir, "img.so"), jitelf.OptionsFor(d.Header), d.Functions, watched); err != nil {
 		t.Fatal(err)
 	}
 	after := resident()

@@ -14,6 +14,8 @@ import (
 type Mapping struct {
 	Data   []byte
 	mapped bool
+	// evicted is where ReadTo last dropped the pages behind a reader.
+	evicted int
 }
 
 // Open maps the named file read-only. A runtime or perf may still be
@@ -58,15 +60,34 @@ func (m *Mapping) Evict() {
 	}
 }
 
-// EvictRange drops the pages of Data[lo:hi] from the process's resident
-// memory, as Evict does for all of it, for a reader that goes on past them;
-// lo is at a page boundary, hi is rounded down to one.
-func (m *Mapping) EvictRange(lo, hi int) {
-	hi &^= os.Getpagesize() - 1
-	if m.mapped && lo < hi {
-		_ = unix.Madvise(m.Data[lo:hi], unix.MADV_DONTNEED)
+// ReadTo tells that a reader going front to back has finished with
+// Data[:off]: every evictWindow bytes, the pages behind it are dropped from
+// the process's resident memory, as Evict drops all of them. A file of
+// millions of records read once (an index of a dump, a copy of a
+// recording) then holds at most that much of itself in memory, not all of
+// it; what was read stays valid, its pages read back when touched. A
+// reader that starts again from the front may call it with a smaller off.
+func (m *Mapping) ReadTo(off int) {
+	if !m.mapped {
+		return
 	}
+	if off < m.evicted {
+		m.evicted = off &^ (pageSize - 1)
+		return
+	}
+	if off-m.evicted < evictWindow {
+		return
+	}
+	hi := off &^ (pageSize - 1)
+	_ = unix.Madvise(m.Data[m.evicted:hi], unix.MADV_DONTNEED)
+	m.evicted = hi
 }
+
+// evictWindow is how far ReadTo lets a reader go before the pages behind it
+// are dropped.
+const evictWindow = 8 << 20
+
+var pageSize = os.Getpagesize()
 
 // Close releases the bytes; nothing that aliases Data may be used after it.
 func (m *Mapping) Close() error {
