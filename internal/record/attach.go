@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -80,6 +81,9 @@ type JavaAttacher struct {
 	// busy are the pids whose attach is under way, so that a JVM's
 	// mapping reported twice starts one.
 	busy map[uint32]bool
+	// loaded are the JVMs that run the agent, each with the time
+	// (CLOCK_MONOTONIC, the recording's clock) its load was done.
+	loaded map[uint32]uint64
 	// Counted here rather than by the Attacher: never ready, no
 	// directory for the dump (and one writing a dump all the same), cut
 	// short.
@@ -103,7 +107,7 @@ func AttachJava(ctx context.Context, o JavaOptions) *JavaAttacher {
 	if o.Note == nil {
 		o.Note = func(string) {}
 	}
-	j := &JavaAttacher{o: o, slots: make(chan struct{}, maxAttaching), busy: make(map[uint32]bool)}
+	j := &JavaAttacher{o: o, slots: make(chan struct{}, maxAttaching), busy: make(map[uint32]bool), loaded: make(map[uint32]uint64)}
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.a.Options = hotspot.Options{Timeout: o.Timeout, Proc: o.Proc}
 	j.a.Log = func(err error) {
@@ -132,20 +136,26 @@ func (j *JavaAttacher) SawRaw(rec []byte) {
 }
 
 // mapsLibJVM tells whether rec is an MMAP2 record of libjvm.so, and whose.
-// It runs for every record of a recording: only the file name is looked
-// at, in place.
 func mapsLibJVM(rec []byte) (uint32, bool) {
+	pid, name, ok := mmap2Name(rec)
+	return pid, ok && isLibJVM(string(name))
+}
+
+// mmap2Name returns the pid and file name of rec when it is an MMAP2
+// record. It runs for every record of a recording: only the file name is
+// looked at, in place.
+func mmap2Name(rec []byte) (uint32, []byte, bool) {
 	// The header (8 bytes), pid, tid, addr, len, pgoff, the device and
 	// inode or build id (24 bytes), prot, flags, then the name, NUL-ended.
 	const nameAt = 8 + 8 + 3*8 + 24 + 8
 	if len(rec) <= nameAt || perfdata.RecordType(le.Uint32(rec)) != perfdata.TypeMmap2 {
-		return 0, false
+		return 0, nil, false
 	}
 	name := rec[nameAt:]
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
-	return le.Uint32(rec[8:]), isLibJVM(string(name))
+	return le.Uint32(rec[8:]), name, true
 }
 
 // isLibJVM tells HotSpot's library (and OpenJ9's shim of that name, which
@@ -209,6 +219,11 @@ func (j *JavaAttacher) run(pid uint32) {
 		case j.ctx.Err() != nil:
 			j.count(&j.cancelled)
 			return
+		case err == nil:
+			j.mu.Lock()
+			j.loaded[pid] = monotonicNow()
+			j.mu.Unlock()
+			return
 		case !errors.Is(err, hotspot.ErrNotReady):
 			return // attached, gone, or refused: counted and said by the Attacher
 		case time.Now().After(giveUp):
@@ -237,6 +252,14 @@ func (j *JavaAttacher) Stats() AttachStats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return AttachStats{Attached: s.Attached, Already: s.Already + j.already, Refused: s.Refused + j.notReady + j.noPlace, Unfinished: j.cancelled}
+}
+
+// Loaded returns the JVMs that run the agent (loaded now, or before),
+// each with the time the load was done.
+func (j *JavaAttacher) Loaded() map[uint32]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return maps.Clone(j.loaded)
 }
 
 // Stop cancels the attaches under way, waits for them to end and returns

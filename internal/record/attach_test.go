@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,63 @@ func TestDumpPlace(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestWriteLostMarkers: a JVM the agent was loaded into whose marker
+// mapping the recording lacks (the kernel lost it) gets it written from
+// its maps, at the time of the load; one whose marker the recording holds
+// gets nothing more; one that exited is said to stay unnamed.
+func TestWriteLostMarkers(t *testing.T) {
+	proc := t.TempDir()
+	const lost, held, gone = 4242, 4343, 4444
+	marker := "/home/u/.debug/jit/jitprof-jvmti-jit-20261127.x/jit-4242.dump"
+	for pid, maps := range map[int]string{
+		lost: "7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428402                   " + marker + "\n" +
+			"7fad97a20000-7fad97a30000 r-xp 00000000 fe:00 10428403                   /usr/lib/jvm/lib/server/libjvm.so\n",
+		held: "7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428404                   /tmp/jit-4343.dump\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(proc, fmt.Sprint(pid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, fmt.Sprint(pid), "maps"), []byte(maps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var notes []string
+	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1})
+	data := filepath.Join(t.TempDir(), "perf.data")
+	w, err := perfdata.Create(data, perfdata.Options{Attrs: []*perfdata.Attr{attr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{o: Options{Proc: procfs.FS(proc), Note: func(n string) { notes = append(notes, n) }}, attr: attr, w: w, marked: map[uint32]bool{held: true}}
+	if err := s.writeLostMarkers(map[uint32]uint64{lost: 1000, held: 2000, gone: 3000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := perfdata.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []string
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			break
+		}
+		if m, ok := rec.(*perfdata.Mmap2); ok {
+			got = append(got, fmt.Sprintf("%d/%d %#x+%#x %s at %d", m.Pid, m.Tid, m.Addr, m.Len, m.Filename, m.Trailer.Time))
+		}
+	}
+	want := []string{fmt.Sprintf("4242/4242 0x7fad97a1e000+0x1000 %s at 1000", marker)}
+	if !slices.Equal(got, want) {
+		t.Errorf("mappings written %q, want %q", got, want)
+	}
+	if len(notes) != 2 || !strings.Contains(notes[0], "JVM 4242: the recording lacked its jitdump's marker") || !strings.Contains(notes[1], "JVM 4444") || !strings.Contains(notes[1], "exited") {
+		t.Errorf("notes %q", notes)
 	}
 }

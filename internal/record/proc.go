@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
 )
@@ -84,13 +85,37 @@ func (s *synthesizer) process(pid int) error {
 			}
 			misc |= perfdata.MiscMmapData
 		}
-		if err := s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, misc), Pid: p, Tid: p,
-			Addr: m.Start, Len: m.End - m.Start, Pgoff: m.Pgoff, Maj: m.Maj, Min: m.Min, Ino: m.Ino,
-			Prot: m.Prot, Flags: m.Flags, Filename: m.Name, Trailer: perfdata.Trailer{Pid: p, Tid: p}}); err != nil {
+		if err := s.mapping(p, m, misc, 0); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// mapping writes an MMAP2 of process p's mapping m, at time t.
+func (s *synthesizer) mapping(p uint32, m procfs.Mapping, misc uint16, t uint64) error {
+	return s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, misc), Pid: p, Tid: p,
+		Addr: m.Start, Len: m.End - m.Start, Pgoff: m.Pgoff, Maj: m.Maj, Min: m.Min, Ino: m.Ino,
+		Prot: m.Prot, Flags: m.Flags, Filename: m.Name, Trailer: perfdata.Trailer{Pid: p, Tid: p, Time: t}})
+}
+
+// markers writes an MMAP2 of each jitdump marker process pid maps now, at
+// time t, and returns how many.
+func (s *synthesizer) markers(pid uint32, t uint64) (int, error) {
+	ms, err := s.proc.Maps(pid)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range ms {
+		if jitsources.IsMarker(m.Name) {
+			if err := s.mapping(pid, m, perfdata.MiscUser, t); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *synthesizer) header(t perfdata.RecordType, misc uint16) perfdata.RecordHeader {

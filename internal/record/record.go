@@ -18,14 +18,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/jitprof/jitprof/agents"
-	"github.com/jitprof/jitprof/internal/jitwatch"
 	"io"
 	"io/fs"
+	"maps"
 	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +33,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/agents"
 	"github.com/jitprof/jitprof/internal/hostelf"
+	"github.com/jitprof/jitprof/internal/jitsources"
+	"github.com/jitprof/jitprof/internal/jitwatch"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/runtimes"
 	"github.com/jitprof/jitprof/perfdata"
@@ -161,6 +164,14 @@ const (
 
 var le = binary.LittleEndian
 
+// monotonicNow is the time on the recording's clock, CLOCK_MONOTONIC, which
+// cannot fail to be read.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
 // launcher is the shell a command starts under: it waits for the go-ahead
 // on fd 3, so that the events are opened on it before it execs the command
 // (Go cannot act between fork and exec), then becomes the command. When
@@ -192,6 +203,9 @@ type session struct {
 	wake    int           // eventfd that interrupts poll
 	jit     *jitwatch.Watcher
 	java    *JavaAttacher // nil unless AttachJava
+	// marked are the processes whose jitdump marker mapping the
+	// recording holds, for the JVMs the attacher loaded the agent into.
+	marked map[uint32]bool
 }
 
 // Run records until the command ends, the processes exit, Duration passes
@@ -235,6 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.AttachJava && s.cmd == nil {
 		s.java = AttachJava(ctx, JavaOptions{Timeout: o.AttachTimeout, Proc: o.Proc, Note: o.Note})
+		s.marked = make(map[uint32]bool)
 	}
 	sy := synthesizer{proc: o.proc(), attr: s.attr, emit: s.writeRecord}
 	if err := s.synthesize(&sy); err != nil {
@@ -270,6 +285,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// JVM maps it.
 		if s.res.Java = s.java.Stop(); s.res.Java != (AttachStats{}) {
 			o.Note(s.res.Java.String())
+		}
+		if err == nil {
+			err = s.writeLostMarkers(s.java.Loaded())
 		}
 	}
 	if _, jerr := s.jit.Stop(); jerr != nil {
@@ -615,6 +633,9 @@ func (s *session) writeKept(rec []byte) error {
 	case perfdata.TypeMmap2:
 		if s.java != nil {
 			s.java.SawRaw(rec)
+			if pid, name, ok := mmap2Name(rec); ok && jitsources.IsMarker(string(name)) {
+				s.marked[pid] = true
+			}
 		}
 	}
 	s.round = true
@@ -624,8 +645,37 @@ func (s *session) writeKept(rec []byte) error {
 func (s *session) writeRecord(rec perfdata.Record) error {
 	if s.java != nil {
 		s.java.Saw(rec)
+		if m, ok := rec.(*perfdata.Mmap2); ok && jitsources.IsMarker(m.Filename) {
+			s.marked[m.Pid] = true
+		}
 	}
 	return s.w.WriteRecord(rec)
+}
+
+// writeLostMarkers writes the jitdump marker mapping of each JVM in loaded
+// (the time its agent was loaded, by pid) that the recording lacks, as the
+// JVM maps it now, at that time. The kernel loses records when a ring
+// fills, and one JVM's attach fills them: its compiled methods replayed
+// into the dump while the recording attaches, with 8 KiB of stack a
+// sample under --call-graph dwarf. Without its marker the report never
+// finds the dump and names none of the JVM's compiled methods.
+func (s *session) writeLostMarkers(loaded map[uint32]uint64) error {
+	sy := synthesizer{proc: s.o.proc(), attr: s.attr, emit: s.w.WriteRecord}
+	for _, pid := range slices.Sorted(maps.Keys(loaded)) {
+		if s.marked[pid] {
+			continue
+		}
+		n, err := sy.markers(pid, loaded[pid])
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH):
+			s.o.Note(fmt.Sprintf("JVM %d: the recording lacks its jitdump's marker (the kernel lost records) and it exited before it could be read again: its compiled methods stay unnamed", pid))
+		case err != nil:
+			return err
+		case n > 0:
+			s.o.Note(fmt.Sprintf("JVM %d: the recording lacked its jitdump's marker (the kernel lost records): written from /proc/%d/maps", pid, pid))
+		}
+	}
+	return nil
 }
 
 // fail ends a recording that went wrong: a full disk keeps what reached
