@@ -114,16 +114,18 @@ func sampleFrames(s *profile.Sample) []javaFrame {
 
 // innermostJava is the name of the innermost frame of s's user-space part
 // when that is a compiled Java method (kernel frames skipped: a thread in a
-// page fault is running Java code, for JFR), else "".
-func innermostJava(s *profile.Sample) string {
+// page fault is running Java code, for JFR), else "". With interpreted, a
+// method HotSpot's interpreter runs counts too, as that method (a program's
+// own measure of its time in a method counts it however it runs); without,
+// it does not (JFR's count is of compiled code).
+func innermostJava(s *profile.Sample, interpreted bool) string {
 	for _, l := range s.Location {
 		if l.Mapping != nil && l.Mapping.File == contract.KernelFile {
 			continue
 		}
-		// A method HotSpot's interpreter runs is named with
-		// InterpretedSuffix: not compiled code, which JFR's count is of.
 		if contract.IsJIT(l.Mapping) && len(l.Line) > 0 {
-			if name := l.Line[0].Function.SystemName; javaSig.MatchString(name) && !strings.HasSuffix(name, contract.InterpretedSuffix) {
+			name, inInterpreter := strings.CutSuffix(l.Line[0].Function.SystemName, contract.InterpretedSuffix)
+			if javaSig.MatchString(name) && (interpreted || !inInterpreter) {
 				return name
 			}
 		}
@@ -295,7 +297,7 @@ func TestJVMTIInline(t *testing.T) {
 
 	ours := map[string]int64{}
 	for _, s := range pSteady.Sample {
-		if m := innermostJava(s); m != "" && s.NumLabel["tid"][0] == mainTid {
+		if m := innermostJava(s, false); m != "" && s.NumLabel["tid"][0] == mainTid {
 			ours[m] += s.Value[0]
 		}
 	}
@@ -385,7 +387,7 @@ func TestJVMTIInline(t *testing.T) {
 	// report counts (the whole run), and of the innermost user frame, as
 	// compared with JFR (the steady part).
 	holder := func(s *profile.Sample) (string, bool) {
-		if s.NumLabel["tid"][0] != mainTid || innermostJava(s) == "" {
+		if s.NumLabel["tid"][0] != mainTid || innermostJava(s, false) == "" {
 			return "", false
 		}
 		i := slices.IndexFunc(s.Location, func(l *profile.Location) bool { return contract.IsJIT(l.Mapping) })

@@ -229,7 +229,9 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
+	// A buffer no larger than the file: an image of one function is a
+	// few hundred bytes, and inject writes one per function with --no-pack.
+	bw := bufio.NewWriterSize(w, int(min(size, 64<<10)))
 	if err := f.write(bw, shoff); err != nil {
 		return 0, err
 	}
