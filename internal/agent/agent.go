@@ -250,7 +250,7 @@ func Run(ctx context.Context, o Options) (Status, error) {
 	// Windows wait for their dumps in the queue: room for as many as
 	// JITWait holds, and two more.
 	queue := int(o.JITWait/o.Window) + 2
-	s := &sampler{o: o, st: st, attr: st.Attr, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool)}
+	s := &sampler{o: o, st: st, attr: st.Attr, dir: dir, tr: newTracker(), queue: make(chan *window, queue), sampled: make(map[uint32]bool), jvms: make(map[uint32]uint64)}
 	// Perf maps copied as they grow, timed, and containers' dumps copied
 	// while their processes live, beside the windows, where perfprof
 	// looks first (jitsources.SearchDirs).
@@ -321,6 +321,9 @@ type sampler struct {
 	// written counts the bytes of the records written into the window,
 	// the room the next is likely to need.
 	written int64
+	// jvms are those the agent was loaded into whose marker is yet to be
+	// looked for, with the time of the load (restoreMarkers).
+	jvms map[uint32]uint64
 }
 
 // drainEvery bounds how long records wait in the ring buffers: the
@@ -522,6 +525,39 @@ func (s *sampler) add(rec []byte) error {
 	return nil
 }
 
+// restoreMarkers gives each JVM the agent was loaded into a second or more
+// before now, whose marker mapping the stream lacks, its marker as
+// /proc/PID/maps has it, in the state and in the window. The kernel loses
+// records when a ring buffer fills, and an attach fills them (the methods
+// compiled so far replayed into the dump); a JVM maps its marker once, so a
+// lost one would leave its methods unnamed for as long as it runs.
+func (s *sampler) restoreMarkers(now uint64) error {
+	for pid, t := range s.jvms {
+		if now-t < uint64(time.Second) {
+			continue // its marker may still be on its way
+		}
+		delete(s.jvms, pid)
+		if p := s.tr.procs[pid]; p == nil || p.exited || len(p.markers()) > 0 {
+			continue
+		}
+		ms, err := record.Markers(s.tr.procFS, s.attr, pid, t)
+		if err != nil || len(ms) == 0 {
+			continue // exited: its EXIT ends it
+		}
+		for _, m := range ms {
+			s.tr.apply(m)
+			if err := s.w.WriteRecord(m); err != nil {
+				if !diskFull(err) {
+					return err
+				}
+				s.full = cmp.Or(s.full, err)
+			}
+		}
+		s.o.Log(fmt.Sprintf("JVM %d: the stream lacked the mapping of its jitdump's marker (the kernel lost records): taken from /proc/%d/maps", pid, pid))
+	}
+	return nil
+}
+
 // cut ends the current window, hands it to the symbolizer (or drops it
 // when the symbolizer is behind) and, unless it is the last, begins the
 // next.
@@ -534,6 +570,12 @@ func (s *sampler) cut(now time.Time, next bool) error {
 	short, uncut := s.st.OffCPUStats()
 	s.c.shortSwitches.Store(int64(short))
 	s.c.uncut.Store(int64(uncut))
+	if s.c.java != nil {
+		maps.Copy(s.jvms, s.c.java.TakeLoaded())
+	}
+	if err := s.restoreMarkers(w.endMono); err != nil {
+		return err
+	}
 	w.procs, w.waits, w.pids, w.exited = s.tr.cut(s.sampled, s.o.Cgroup)
 	clear(s.sampled)
 	kept := slices.Sorted(maps.Keys(s.tr.procs))

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
@@ -368,5 +369,78 @@ func BenchmarkSamplerAdd(b *testing.B) {
 		if i%1024 == 0 {
 			s.applyPending()
 		}
+	}
+}
+
+// TestRestoreMarkers: a JVM the agent was loaded into a second or more ago
+// whose marker the stream lacks gets it from its maps, in the state and the
+// window, once; one whose marker came, one that exited, and one loaded
+// less than a second ago (its marker may still be in a ring) get nothing,
+// the last until it is older.
+func TestRestoreMarkers(t *testing.T) {
+	a := testAttr()
+	dir := t.TempDir()
+	const lost, held, gone, recent = 4242, 4343, 4444, 4545
+	marker := func(pid int) string {
+		return fmt.Sprintf("/home/u/.debug/jit/jitprof-jvmti-jit-20261127.x/jit-%d.dump", pid)
+	}
+	for _, pid := range []int{lost, held, recent} {
+		lines := fmt.Sprintf("7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428402                   %s\n", marker(pid))
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(pid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(pid), "maps"), []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := perfdata.Create(filepath.Join(dir, "w.data"), perfdata.Options{Attrs: []*perfdata.Attr{a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	s := &sampler{o: Options{Log: func(l string) { logs = append(logs, l) }}, attr: a, tr: newTracker(), w: w, jvms: make(map[uint32]uint64)}
+	s.tr.procFS = procfs.FS(dir)
+	for _, pid := range []uint32{lost, held, gone, recent} {
+		s.tr.apply(comm(a, pid, pid, "java", false, 1))
+	}
+	s.tr.apply(mmap2(a, held, 0x7fad97a1e000, 0x1000, 0, marker(held), 2))
+	now := uint64(10 * time.Second)
+	for pid, at := range map[uint32]uint64{lost: 1000, held: 1000, gone: 1000, recent: now - 1000} {
+		s.jvms[pid] = at
+	}
+	if err := s.restoreMarkers(now); err != nil {
+		t.Fatal(err)
+	}
+	for pid, want := range map[uint32][]string{lost: {marker(lost)}, held: {marker(held)}, gone: nil, recent: nil} {
+		if got := s.tr.procs[pid].markers(); !slices.Equal(got, want) {
+			t.Errorf("JVM %d's markers %q, want %q", pid, got, want)
+		}
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "JVM 4242") {
+		t.Errorf("logs %q", logs)
+	}
+	if _, ok := s.jvms[recent]; !ok || len(s.jvms) != 1 {
+		t.Errorf("left to look at: %v, want JVM %d alone", s.jvms, recent)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := perfdata.Open(filepath.Join(dir, "w.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var written []string
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			break
+		}
+		if m, ok := rec.(*perfdata.Mmap2); ok {
+			written = append(written, fmt.Sprintf("%d %s at %d", m.Pid, m.Filename, m.Trailer.Time))
+		}
+	}
+	if want := []string{fmt.Sprintf("%d %s at 1000", lost, marker(lost))}; !slices.Equal(written, want) {
+		t.Errorf("the window holds %q, want %q", written, want)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -254,12 +253,16 @@ func (j *JavaAttacher) Stats() AttachStats {
 	return AttachStats{Attached: s.Attached, Already: s.Already + j.already, Refused: s.Refused + j.notReady + j.noPlace, Unfinished: j.cancelled}
 }
 
-// Loaded returns the JVMs that run the agent (loaded now, or before),
-// each with the time the load was done.
-func (j *JavaAttacher) Loaded() map[uint32]uint64 {
+// TakeLoaded returns the JVMs found running the agent since the last call
+// (loaded now, or before), each with the time (CLOCK_MONOTONIC ns) the load
+// was done, and forgets them: a caller that runs for months keeps only
+// those it has yet to look at.
+func (j *JavaAttacher) TakeLoaded() map[uint32]uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return maps.Clone(j.loaded)
+	loaded := j.loaded
+	j.loaded = make(map[uint32]uint64)
+	return loaded
 }
 
 // Stop cancels the attaches under way, waits for them to end and returns

@@ -85,37 +85,38 @@ func (s *synthesizer) process(pid int) error {
 			}
 			misc |= perfdata.MiscMmapData
 		}
-		if err := s.mapping(p, m, misc, 0); err != nil {
+		if err := s.emit(mmap2Of(s.attr, p, m, misc, 0)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mapping writes an MMAP2 of process p's mapping m, at time t.
-func (s *synthesizer) mapping(p uint32, m procfs.Mapping, misc uint16, t uint64) error {
-	return s.emit(&perfdata.Mmap2{RecordHeader: s.header(perfdata.TypeMmap2, misc), Pid: p, Tid: p,
+// mmap2Of is an MMAP2 record of process p's mapping m, at time t.
+func mmap2Of(attr *perfdata.Attr, p uint32, m procfs.Mapping, misc uint16, t uint64) *perfdata.Mmap2 {
+	return &perfdata.Mmap2{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Misc: misc, Attr: attr}, Pid: p, Tid: p,
 		Addr: m.Start, Len: m.End - m.Start, Pgoff: m.Pgoff, Maj: m.Maj, Min: m.Min, Ino: m.Ino,
-		Prot: m.Prot, Flags: m.Flags, Filename: m.Name, Trailer: perfdata.Trailer{Pid: p, Tid: p, Time: t}})
+		Prot: m.Prot, Flags: m.Flags, Filename: m.Name, Trailer: perfdata.Trailer{Pid: p, Tid: p, Time: t}}
 }
 
-// markers writes an MMAP2 of each jitdump marker process pid maps now, at
-// time t, and returns how many.
-func (s *synthesizer) markers(pid uint32, t uint64) (int, error) {
-	ms, err := s.proc.Maps(pid)
-	if err != nil {
-		return 0, err
+// Markers returns an MMAP2 of each jitdump marker process pid maps now,
+// at time t, attributed to attr: for a JVM the agent was loaded into whose
+// marker the kernel lost (JavaAttacher.TakeLoaded).
+func Markers(proc procfs.FS, attr *perfdata.Attr, pid uint32, t uint64) ([]*perfdata.Mmap2, error) {
+	if proc == "" {
+		proc = procfs.Host
 	}
-	n := 0
+	ms, err := proc.Maps(pid)
+	if err != nil {
+		return nil, err
+	}
+	var out []*perfdata.Mmap2
 	for _, m := range ms {
 		if jitsources.IsMarker(m.Name) {
-			if err := s.mapping(pid, m, perfdata.MiscUser, t); err != nil {
-				return n, err
-			}
-			n++
+			out = append(out, mmap2Of(attr, pid, m, perfdata.MiscUser, t))
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 func (s *synthesizer) header(t perfdata.RecordType, misc uint16) perfdata.RecordHeader {

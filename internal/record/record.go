@@ -287,7 +287,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			o.Note(s.res.Java.String())
 		}
 		if err == nil {
-			err = s.writeLostMarkers(s.java.Loaded())
+			err = s.writeLostMarkers(s.java.TakeLoaded())
 		}
 	}
 	if _, jerr := s.jit.Stop(); jerr != nil {
@@ -660,18 +660,24 @@ func (s *session) writeRecord(rec perfdata.Record) error {
 // sample under --call-graph dwarf. Without its marker the report never
 // finds the dump and names none of the JVM's compiled methods.
 func (s *session) writeLostMarkers(loaded map[uint32]uint64) error {
-	sy := synthesizer{proc: s.o.proc(), attr: s.attr, emit: s.w.WriteRecord}
 	for _, pid := range slices.Sorted(maps.Keys(loaded)) {
 		if s.marked[pid] {
 			continue
 		}
-		n, err := sy.markers(pid, loaded[pid])
+		ms, err := Markers(s.o.proc(), s.attr, pid, loaded[pid])
 		switch {
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH):
 			s.o.Note(fmt.Sprintf("JVM %d: the recording lacks its jitdump's marker (the kernel lost records) and it exited before it could be read again: its compiled methods stay unnamed", pid))
+			continue
 		case err != nil:
 			return err
-		case n > 0:
+		}
+		for _, m := range ms {
+			if err := s.w.WriteRecord(m); err != nil {
+				return err
+			}
+		}
+		if len(ms) > 0 {
 			s.o.Note(fmt.Sprintf("JVM %d: the recording lacked its jitdump's marker (the kernel lost records): written from /proc/%d/maps", pid, pid))
 		}
 	}
