@@ -527,10 +527,10 @@ func (s *sampler) add(rec []byte) error {
 
 // restoreMarkers gives each JVM the agent was loaded into a second or more
 // before now, whose marker mapping the stream lacks, its marker as
-// /proc/PID/maps has it, in the state and in the window. The kernel loses
-// records when a ring buffer fills, and an attach fills them (the methods
-// compiled so far replayed into the dump); a JVM maps its marker once, so a
-// lost one would leave its methods unnamed for as long as it runs.
+// /proc/PID/maps has it, in the state and in the window. The kernel drops
+// the records that do not fit in a full ring buffer, a small one like the
+// marker's rarely; but a JVM maps its marker once, so a lost one would
+// leave its methods unnamed for as long as it runs.
 func (s *sampler) restoreMarkers(now uint64) error {
 	for pid, t := range s.jvms {
 		if now-t < uint64(time.Second) {

@@ -654,11 +654,10 @@ func (s *session) writeRecord(rec perfdata.Record) error {
 
 // writeLostMarkers writes the jitdump marker mapping of each JVM in loaded
 // (the time its agent was loaded, by pid) that the recording lacks, as the
-// JVM maps it now, at that time. The kernel loses records when a ring
-// fills, and one JVM's attach fills them: its compiled methods replayed
-// into the dump while the recording attaches, with 8 KiB of stack a
-// sample under --call-graph dwarf. Without its marker the report never
-// finds the dump and names none of the JVM's compiled methods.
+// JVM maps it now, at that time. The kernel drops the records that do not
+// fit in a full ring buffer; a small one like the marker's rarely, but
+// without it the report never finds the dump and names none of the JVM's
+// compiled methods.
 func (s *session) writeLostMarkers(loaded map[uint32]uint64) error {
 	for _, pid := range slices.Sorted(maps.Keys(loaded)) {
 		if s.marked[pid] {
