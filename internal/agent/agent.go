@@ -34,8 +34,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/jitprof/jitprof/internal/atomicfile"
 	"github.com/jitprof/jitprof/internal/otlpprof"
 	"github.com/jitprof/jitprof/internal/record"
@@ -541,8 +539,12 @@ func (s *sampler) restoreMarkers(now uint64) error {
 			continue
 		}
 		ms, err := record.Markers(s.tr.procFS, s.attr, pid, t)
-		if err != nil || len(ms) == 0 {
-			continue // exited: its EXIT ends it
+		switch {
+		case errors.Is(err, record.ErrGone):
+			continue // its EXIT ends it
+		case err != nil:
+			s.o.Log(fmt.Sprintf("JVM %d: the stream lacks the mapping of its jitdump's marker, and its maps could not be read: %v", pid, err))
+			continue
 		}
 		for _, m := range ms {
 			s.tr.apply(m)
@@ -553,7 +555,9 @@ func (s *sampler) restoreMarkers(now uint64) error {
 				s.full = cmp.Or(s.full, err)
 			}
 		}
-		s.o.Log(fmt.Sprintf("JVM %d: the stream lacked the mapping of its jitdump's marker (the kernel lost records): taken from /proc/%d/maps", pid, pid))
+		if len(ms) > 0 {
+			s.o.Log(fmt.Sprintf("JVM %d: the stream lacked the mapping of its jitdump's marker (the kernel lost records): taken from /proc/%d/maps", pid, pid))
+		}
 	}
 	return nil
 }
@@ -563,7 +567,7 @@ func (s *sampler) restoreMarkers(now uint64) error {
 // next.
 func (s *sampler) cut(now time.Time, next bool) error {
 	w := s.cur
-	w.end, w.endMono = now, monotonic()
+	w.end, w.endMono = now, record.Now()
 	if err := s.st.Cut(w.endMono, s.add); err != nil {
 		return err
 	}
@@ -679,11 +683,4 @@ func (s *sampler) makeRoom(need int64) {
 		freed += k.size
 	}
 	s.o.Log(fmt.Sprintf("%s: disk full: removed the %d oldest windows kept (%d bytes) to make room", s.dir, removed, freed))
-}
-
-// monotonic returns CLOCK_MONOTONIC now, in ns.
-func monotonic() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/perfdata"
 )
@@ -384,14 +385,9 @@ func TestRestoreMarkers(t *testing.T) {
 	marker := func(pid int) string {
 		return fmt.Sprintf("/home/u/.debug/jit/jitprof-jvmti-jit-20261127.x/jit-%d.dump", pid)
 	}
+	lines := map[uint32]string{}
 	for _, pid := range []int{lost, held, recent} {
-		lines := fmt.Sprintf("7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428402                   %s\n", marker(pid))
-		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(pid)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(pid), "maps"), []byte(lines), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		lines[uint32(pid)] = fmt.Sprintf("7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428402                   %s\n", marker(pid))
 	}
 	w, err := perfdata.Create(filepath.Join(dir, "w.data"), perfdata.Options{Attrs: []*perfdata.Attr{a}})
 	if err != nil {
@@ -399,7 +395,7 @@ func TestRestoreMarkers(t *testing.T) {
 	}
 	var logs []string
 	s := &sampler{o: Options{Log: func(l string) { logs = append(logs, l) }}, attr: a, tr: newTracker(), w: w, jvms: make(map[uint32]uint64)}
-	s.tr.procFS = procfs.FS(dir)
+	s.tr.procFS = fixtures.ProcWithMaps(t, lines)
 	for _, pid := range []uint32{lost, held, gone, recent} {
 		s.tr.apply(comm(a, pid, pid, "java", false, 1))
 	}
@@ -425,17 +421,8 @@ func TestRestoreMarkers(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := perfdata.Open(filepath.Join(dir, "w.data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var written []string
-	for {
-		rec, err := f.Next()
-		if err != nil {
-			break
-		}
+	for _, rec := range fixtures.Records(t, filepath.Join(dir, "w.data")) {
 		if m, ok := rec.(*perfdata.Mmap2); ok {
 			written = append(written, fmt.Sprintf("%d %s at %d", m.Pid, m.Filename, m.Trailer.Time))
 		}

@@ -15,11 +15,9 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
-	"slices"
 	"strings"
 )
 
@@ -207,21 +205,6 @@ func (f *File) Add(s Section) int {
 // shAlign is the section header table's alignment, enough for either class.
 const shAlign = 8
 
-// Append appends the file to dst, as WriteTo writes it, and returns the
-// extended slice.
-func (f *File) Append(dst []byte) ([]byte, error) {
-	shoff, size, err := f.finish()
-	if err != nil {
-		return dst, err
-	}
-	if uint64(int(size)) != size {
-		return dst, errors.New("the file is too large for this machine's memory")
-	}
-	w := appender{slices.Grow(dst, int(size))}
-	err = f.write(&w, shoff)
-	return w.b, err
-}
-
 // WriteTo adds .symtab, .strtab and .shstrtab, and writes the file to w,
 // front to back. It is called once per file; Reset makes another.
 func (f *File) WriteTo(w io.Writer) (int64, error) {
@@ -403,14 +386,6 @@ func (c *counter) pad(off uint64) {
 }
 
 var zeros [4096]byte
-
-// appender is an io.Writer that appends to a slice.
-type appender struct{ b []byte }
-
-func (a *appender) Write(p []byte) (int, error) {
-	a.b = append(a.b, p...)
-	return len(p), nil
-}
 
 func (f *File) appendHeader(b []byte, shoff uint64, shstrndx int) []byte {
 	b = append(b, elf.ELFMAG...)

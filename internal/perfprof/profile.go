@@ -244,7 +244,8 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				file = l[0].File // code before the first line is still in the function's file
 			}
 		}
-		agg, whole := a.locs.At(i).fn, a.locs.At(i).whole
+		ours := a.locs.At(i)
+		agg, whole := ours.fn, ours.whole
 		id := byAggregated[agg]
 		if id == 0 {
 			var key functionKey

@@ -66,7 +66,7 @@ type JavaOptions struct {
 	Note func(string)
 }
 
-// JavaAttacher attaches the JVMs it is told of (Saw, SawRaw) until Stop.
+// JavaAttacher attaches the JVMs it is told of (Saw, SawMapping) until Stop.
 type JavaAttacher struct {
 	o      JavaOptions
 	ctx    context.Context
@@ -122,22 +122,16 @@ func AttachJava(ctx context.Context, o JavaOptions) *JavaAttacher {
 // Saw tells of a mapping a process made (or had when the watch started):
 // a HotSpot JVM's libjvm.so starts its attach.
 func (j *JavaAttacher) Saw(rec perfdata.Record) {
-	if m, ok := rec.(*perfdata.Mmap2); ok && isLibJVM(m.Filename) {
-		j.attach(m.Pid)
+	if m, ok := rec.(*perfdata.Mmap2); ok {
+		j.SawMapping(m.Pid, m.Filename)
 	}
 }
 
-// SawRaw is Saw for a raw record as the kernel wrote it.
-func (j *JavaAttacher) SawRaw(rec []byte) {
-	if pid, ok := mapsLibJVM(rec); ok {
+// SawMapping is Saw of a mapping of file name by process pid.
+func (j *JavaAttacher) SawMapping(pid uint32, name string) {
+	if isLibJVM(name) {
 		j.attach(pid)
 	}
-}
-
-// mapsLibJVM tells whether rec is an MMAP2 record of libjvm.so, and whose.
-func mapsLibJVM(rec []byte) (uint32, bool) {
-	pid, name, ok := mmap2Name(rec)
-	return pid, ok && isLibJVM(string(name))
 }
 
 // mmap2Name returns the pid and file name of rec when it is an MMAP2
@@ -220,7 +214,7 @@ func (j *JavaAttacher) run(pid uint32) {
 			return
 		case err == nil:
 			j.mu.Lock()
-			j.loaded[pid] = monotonicNow()
+			j.loaded[pid] = Now()
 			j.mu.Unlock()
 			return
 		case !errors.Is(err, hotspot.ErrNotReady):

@@ -16,9 +16,9 @@ import (
 	"github.com/jitprof/jitprof/perfdata"
 )
 
-// TestSawRaw: of the kernel's records, only an MMAP2 of a file named
+// TestMmap2Name: of the kernel's records, only an MMAP2 of a file named
 // libjvm.so (deleted since, or not) is taken for a JVM, with its pid.
-func TestSawRaw(t *testing.T) {
+func TestMmap2Name(t *testing.T) {
 	attr := &perfdata.Attr{SampleType: perfdata.SampleTID | perfdata.SampleTime, Flags: perfdata.AttrSampleIDAll}
 	mmap2 := func(name string) []byte {
 		b, err := perfdata.AppendRecord(nil, &perfdata.Mmap2{RecordHeader: perfdata.RecordHeader{Type: perfdata.TypeMmap2, Attr: attr},
@@ -50,8 +50,8 @@ func TestSawRaw(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pid, ok := mapsLibJVM(tt.rec)
-			if ok != tt.want || ok && pid != 4242 {
+			pid, name, ok := mmap2Name(tt.rec)
+			if ok = ok && isLibJVM(string(name)); ok != tt.want || ok && pid != 4242 {
 				t.Errorf("got pid %d, %v; want %v", pid, ok, tt.want)
 			}
 		})
@@ -323,21 +323,13 @@ func TestDumpPlace(t *testing.T) {
 // its maps, at the time of the load; one whose marker the recording holds
 // gets nothing more; one that exited is said to stay unnamed.
 func TestWriteLostMarkers(t *testing.T) {
-	proc := t.TempDir()
 	const lost, held, gone = 4242, 4343, 4444
 	marker := "/home/u/.debug/jit/jitprof-jvmti-jit-20261127.x/jit-4242.dump"
-	for pid, maps := range map[int]string{
+	proc := fixtures.ProcWithMaps(t, map[uint32]string{
 		lost: "7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428402                   " + marker + "\n" +
 			"7fad97a20000-7fad97a30000 r-xp 00000000 fe:00 10428403                   /usr/lib/jvm/lib/server/libjvm.so\n",
 		held: "7fad97a1e000-7fad97a1f000 r-xp 00000000 fe:00 10428404                   /tmp/jit-4343.dump\n",
-	} {
-		if err := os.MkdirAll(filepath.Join(proc, fmt.Sprint(pid)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(proc, fmt.Sprint(pid), "maps"), []byte(maps), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	var notes []string
 	attr := newAttr(Event{Name: "cpu-clock"}, attrConfig{freq: 1})
 	data := filepath.Join(t.TempDir(), "perf.data")
@@ -345,24 +337,15 @@ func TestWriteLostMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{o: Options{Proc: procfs.FS(proc), Note: func(n string) { notes = append(notes, n) }}, attr: attr, w: w, marked: map[uint32]bool{held: true}}
+	s := &session{o: Options{Proc: proc, Note: func(n string) { notes = append(notes, n) }}, attr: attr, w: w, marked: map[uint32]bool{held: true}}
 	if err := s.writeLostMarkers(map[uint32]uint64{lost: 1000, held: 2000, gone: 3000}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := perfdata.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var got []string
-	for {
-		rec, err := f.Next()
-		if err != nil {
-			break
-		}
+	for _, rec := range fixtures.Records(t, data) {
 		if m, ok := rec.(*perfdata.Mmap2); ok {
 			got = append(got, fmt.Sprintf("%d/%d %#x+%#x %s at %d", m.Pid, m.Tid, m.Addr, m.Len, m.Filename, m.Trailer.Time))
 		}

@@ -313,7 +313,7 @@ func (s *session) drainRings(take func([]byte) error) error {
 	}
 	// The clock before the heads: a switch-in timed before now-inFlight
 	// was in its ring when its head was read.
-	now := monotonicNow()
+	now := Now()
 	s.heads = s.heads[:0]
 	for _, r := range s.rings {
 		s.heads = append(s.heads, r.head())

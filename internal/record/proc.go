@@ -101,12 +101,16 @@ func mmap2Of(attr *perfdata.Attr, p uint32, m procfs.Mapping, misc uint16, t uin
 
 // Markers returns an MMAP2 of each jitdump marker process pid maps now,
 // at time t, attributed to attr: for a JVM the agent was loaded into whose
-// marker the kernel lost (JavaAttacher.TakeLoaded).
+// marker the kernel lost (JavaAttacher.TakeLoaded). A process gone gives
+// an error matching ErrGone.
 func Markers(proc procfs.FS, attr *perfdata.Attr, pid uint32, t uint64) ([]*perfdata.Mmap2, error) {
 	if proc == "" {
 		proc = procfs.Host
 	}
 	ms, err := proc.Maps(pid)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrGone)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -164,9 +164,9 @@ const (
 
 var le = binary.LittleEndian
 
-// monotonicNow is the time on the recording's clock, CLOCK_MONOTONIC, which
-// cannot fail to be read.
-func monotonicNow() uint64 {
+// Now is the time on a recording's clock, CLOCK_MONOTONIC, in
+// nanoseconds; it cannot fail to be read.
+func Now() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
@@ -632,9 +632,8 @@ func (s *session) writeKept(rec []byte) error {
 		}
 	case perfdata.TypeMmap2:
 		if s.java != nil {
-			s.java.SawRaw(rec)
-			if pid, name, ok := mmap2Name(rec); ok && jitsources.IsMarker(string(name)) {
-				s.marked[pid] = true
+			if pid, name, ok := mmap2Name(rec); ok {
+				s.sawMapping(pid, string(name))
 			}
 		}
 	}
@@ -643,13 +642,19 @@ func (s *session) writeKept(rec []byte) error {
 }
 
 func (s *session) writeRecord(rec perfdata.Record) error {
-	if s.java != nil {
-		s.java.Saw(rec)
-		if m, ok := rec.(*perfdata.Mmap2); ok && jitsources.IsMarker(m.Filename) {
-			s.marked[m.Pid] = true
-		}
+	if m, ok := rec.(*perfdata.Mmap2); ok && s.java != nil {
+		s.sawMapping(m.Pid, m.Filename)
 	}
 	return s.w.WriteRecord(rec)
+}
+
+// sawMapping hands a mapping of the recording to the JVMs' attacher, and
+// notes a jitdump marker's (writeLostMarkers).
+func (s *session) sawMapping(pid uint32, name string) {
+	s.java.SawMapping(pid, name)
+	if jitsources.IsMarker(name) {
+		s.marked[pid] = true
+	}
 }
 
 // writeLostMarkers writes the jitdump marker mapping of each JVM in loaded
@@ -665,7 +670,7 @@ func (s *session) writeLostMarkers(loaded map[uint32]uint64) error {
 		}
 		ms, err := Markers(s.o.proc(), s.attr, pid, loaded[pid])
 		switch {
-		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH):
+		case errors.Is(err, ErrGone):
 			s.o.Note(fmt.Sprintf("JVM %d: the recording lacks its jitdump's marker (the kernel lost records) and it exited before it could be read again: its compiled methods stay unnamed", pid))
 			continue
 		case err != nil:

@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -53,14 +54,14 @@ func writeELF(t *testing.T, path string, sections []elfwrite.Section) {
 	for _, s := range sections {
 		f.Add(s)
 	}
-	out, err := f.Append(nil)
-	if err != nil {
+	var out bytes.Buffer
+	if _, err := f.WriteTo(&out); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
