@@ -309,7 +309,7 @@ func TestIttjitThreads(t *testing.T) {
 			t.Fatalf("%s: lines %+v", fn.Name, lines)
 		}
 		k := uint64(lines[0].Line - 1)
-		if want := run.base + (uint64(thread)*perThread+k)*64; fn.CodeAddr != want || fn.CodeSize != 64 || !bytes.Equal(fn.Code, codeAt(want-run.base, 64)) {
+		if want := run.base + (uint64(thread)*perThread+k)*64; fn.CodeAddr != want || fn.CodeSize != 64 || !bytes.Equal(fn.Code(), codeAt(want-run.base, 64)) {
 			t.Errorf("%s: at %#x size %d, want %#x", fn.Name, fn.CodeAddr, fn.CodeSize, want)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 func functionsOf(d *dumpindex.Dump) []Function {
 	fns := make([]Function, len(d.Functions))
 	for i, f := range d.Functions {
-		fns[i] = Function{Name: f.Name, Code: f.Code, CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind()}
+		fns[i] = Function{Name: f.Name, Code: f.Code(), CodeAddr: f.CodeAddr, LineBias: f.LineBias(), Unwind: f.Unwind()}
 		if f.Debug() != nil {
 			fns[i].Lines = f.Debug().Entries()
 		}
@@ -120,7 +120,7 @@ func expectedRows(fn *dumpindex.Code, bias uint64) []wantRow {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(offs[a], offs[b]) })
-	size := int64(len(fn.Code))
+	size := int64(len(fn.Code()))
 	before := -1
 	var rows []wantRow
 	for _, i := range idx {

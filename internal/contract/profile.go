@@ -39,7 +39,7 @@ type Profile struct {
 	Samples   []Sample
 	// Stacks holds the samples' locations, each stack leaf first; samples
 	// with the same stack may share it.
-	Stacks []uint32
+	Stacks Frames
 	// Values holds the samples' values, len(SampleType) for each sample
 	// side by side, in the order of Samples.
 	Values    []int64
@@ -144,8 +144,7 @@ func (p *Profile) LinesOf(l *Location) []Line {
 
 // Stack returns s's locations, leaf first.
 func (p *Profile) Stack(s *Sample) []uint32 {
-	end := s.Stack + s.Depth
-	return p.Stacks[s.Stack:end:end]
+	return p.Stacks.At(s.Stack, s.Depth)
 }
 
 // Value returns the values of sample i.
@@ -363,8 +362,7 @@ func FromPProf(pp *profile.Profile) *Profile {
 		for i, l := range s.Location {
 			stack[i] = location(l)
 		}
-		p.Samples = append(p.Samples, Sample{Stack: uint32(len(p.Stacks)), Depth: uint32(len(stack)), Labels: labelSet(p, s)})
-		p.Stacks = append(p.Stacks, stack...)
+		p.Samples = append(p.Samples, Sample{Stack: p.Stacks.Add(stack), Depth: uint32(len(stack)), Labels: labelSet(p, s)})
 		values := make([]int64, len(pp.SampleType))
 		copy(values, s.Value)
 		p.Values = append(p.Values, values...)

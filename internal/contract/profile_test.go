@@ -157,8 +157,8 @@ func TestProfileAccessors(t *testing.T) {
 	if _, ok := c.LabelsOf(&c.Samples[3]).NumLabel("pid"); ok {
 		t.Error("a sample without labels has a pid")
 	}
-	if len(c.Stacks) != 3+3+1+1 {
-		t.Errorf("%d stack entries", len(c.Stacks))
+	if c.Stacks.Len() != 3+3+1+1 {
+		t.Errorf("%d stack entries", c.Stacks.Len())
 	}
 }
 
@@ -174,5 +174,46 @@ func TestColumnOf(t *testing.T) {
 	}
 	if size := unsafe.Sizeof(Line{}); size != 16 {
 		t.Errorf("a Line is %d bytes, want 16", size)
+	}
+}
+
+// TestFrames: stacks of every size, across chunks and longer than one,
+// are given back as added, at the places Add said.
+func TestFrames(t *testing.T) {
+	var f Frames
+	type added struct {
+		place uint32
+		stack []uint32
+	}
+	var all []added
+	next := uint32(0)
+	for _, depth := range []int{3, 0, 1, minFrameChunk - 4, 5, 2 * minFrameChunk, 7, maxFrameChunk + 3, 1, maxFrameChunk - 1, 2, 9} {
+		stack := make([]uint32, depth)
+		for i := range stack {
+			next++
+			stack[i] = next
+		}
+		all = append(all, added{f.Add(stack), stack})
+	}
+	total := uint32(0)
+	for _, a := range all {
+		if a.place != total {
+			t.Errorf("a stack of %d added at %d, want %d", len(a.stack), a.place, total)
+		}
+		total += uint32(len(a.stack))
+		if got := f.At(a.place, uint32(len(a.stack))); !slices.Equal(got, a.stack) {
+			t.Errorf("the stack of %d at %d: got %d frames, first %v", len(a.stack), a.place, len(got), got[:min(len(got), 3)])
+		}
+	}
+	if f.Len() != total {
+		t.Errorf("Len %d, want %d", f.Len(), total)
+	}
+	if len(f.chunks) < 3 {
+		t.Errorf("%d chunks: the test meant to cross chunks", len(f.chunks))
+	}
+	for i, c := range f.chunks {
+		if i < len(f.chunks)-1 && len(c) == 0 {
+			t.Errorf("chunk %d is empty", i)
+		}
 	}
 }

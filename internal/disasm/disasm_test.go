@@ -129,10 +129,10 @@ func TestObjdumpBoundaries(t *testing.T) {
 		// The functions compiled from the workload (those with source
 		// lines), and a sample of V8's builtins: one objdump run per
 		// function costs 5 ms, and node writes 2,300 of them.
-		if len(f.Code) == 0 || f.Debug() == nil && i%20 != 0 {
+		if len(f.Code()) == 0 || f.Debug() == nil && i%20 != 0 {
 			continue
 		}
-		if err := os.WriteFile(raw, f.Code, 0o644); err != nil {
+		if err := os.WriteFile(raw, f.Code(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(objdump, "-D", "-b", "binary", "-mi386:x86-64",
@@ -150,7 +150,7 @@ func TestObjdumpBoundaries(t *testing.T) {
 				want = append(want, addr)
 			}
 		}
-		got, err := disasm.Decode(elf.EM_X86_64, f.CodeAddr, f.Code, disasm.GNU, nil)
+		got, err := disasm.Decode(elf.EM_X86_64, f.CodeAddr, f.Code(), disasm.GNU, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

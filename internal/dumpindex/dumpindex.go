@@ -32,9 +32,38 @@ type Code struct {
 	CodeSize  uint64
 	CodeIndex uint64 // unique per load; CODE_MOVE refers to it
 	Pid, Tid  uint32
-	Name      string
-	Code      []byte // CodeSize bytes in the dump's mapping; may be empty
+	Name      string // the Dump's copy, valid after Close
+	code      *byte  // CodeSize bytes in the dump's mapping; nil for none (see Code)
 	extra     *attached
+}
+
+// NewCode returns load's function as a Dump holds it, for code that has
+// a load but no dump to read it from (tests of what reads functions).
+func NewCode(load *jitdump.CodeLoad) *Code {
+	fn := codeOf(load)
+	fn.Name = load.Name
+	return &fn
+}
+
+// codeOf is what a Dump keeps of load but its name: its code as a
+// pointer, 8 bytes where the slice's 24 were a quarter of a function's
+// (the length is CodeSize, which the reader checks the record holds).
+func codeOf(load *jitdump.CodeLoad) Code {
+	fn := Code{Timestamp: load.Timestamp, CodeAddr: load.CodeAddr, CodeSize: load.CodeSize, CodeIndex: load.CodeIndex, Pid: load.Pid, Tid: load.Tid}
+	if uint64(len(load.Code)) == load.CodeSize && load.CodeSize > 0 {
+		fn.code = unsafe.SliceData(load.Code)
+	}
+	return fn
+}
+
+// Code returns fn's machine code, CodeSize bytes in the dump's mapping,
+// or none when the load's record did not hold them. It must not be used
+// after the Dump's Close.
+func (fn *Code) Code() []byte {
+	if fn.code == nil {
+		return nil
+	}
+	return unsafe.Slice(fn.code, fn.CodeSize)
 }
 
 // attached is what a dump attached to a function besides its load.
@@ -250,12 +279,11 @@ func (d *Dump) read() {
 		case *jitdump.UnwindingInfo:
 			d.unwind = d.unwinds.take(*r)
 		case *jitdump.CodeLoad:
-			fn := d.codes.take(Code{Timestamp: r.Timestamp, CodeAddr: r.CodeAddr, CodeSize: r.CodeSize, CodeIndex: r.CodeIndex,
-				Pid: r.Pid, Tid: r.Tid, Code: r.Code,
-				// A name is looked at for every sample in the function;
-				// kept in the mapping it would bring a page of code back
-				// per name.
-				Name: d.names.Clone(r.Name)})
+			fn := d.codes.take(codeOf(r))
+			// A name is looked at for every sample in the function;
+			// kept in the mapping it would bring a page of code back per
+			// name.
+			fn.Name = d.names.Clone(r.Name)
 			if bias := r.LineBias(); d.debug != nil || d.unwind != nil || bias != 0 {
 				fn.extra = d.extras.take(attached{debug: d.debug, unwind: d.unwind, bias: bias, file: f, dump: d})
 			}

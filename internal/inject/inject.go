@@ -283,7 +283,7 @@ func writeImage(path string, op jitelf.Options, fns []*dumpindex.Code, evict fun
 			evict()
 		}
 		fn := fns[i]
-		ef := jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
+		ef := jitelf.Function{Name: fn.Name, Code: fn.Code(), CodeAddr: fn.CodeAddr, LineBias: fn.LineBias(), Unwind: fn.Unwind()}
 		if fn.Debug() != nil {
 			ef.Lines = fn.Entries() // the entries that can be right
 		}

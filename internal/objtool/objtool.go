@@ -201,7 +201,7 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 func (f Func) Code() ([]byte, elf.Machine, error) {
 	switch {
 	case f.jit != nil:
-		return f.jit.fn.Code[:min(uint64(len(f.jit.fn.Code)), f.jit.fn.CodeSize)], f.jf.mach, nil
+		return f.jit.fn.Code(), f.jf.mach, nil
 	case f.elf != nil:
 		code, err := f.elf.code(f.Start-f.base, f.End-f.base)
 		return code, f.elf.f.Machine, err
@@ -530,7 +530,7 @@ func (jf *jitFile) disasm(start, end uint64, syntax disasm.Syntax) ([]driver.Ins
 
 // decode returns the instructions of p that start in [start, end].
 func (jf *jitFile) decode(p *placed, start, end uint64, syntax disasm.Syntax) ([]driver.Inst, error) {
-	code := p.fn.Code[:min(uint64(len(p.fn.Code)), p.fn.CodeSize)]
+	code := p.fn.Code()
 	decoded, err := disasm.Decode(jf.mach, p.addr, code, syntax, jf.symbol)
 	if err != nil {
 		return nil, err

@@ -61,21 +61,26 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	a.locations(p, strs)
 	putMainFirst(p, strs, exe)
 	p.Strings = strs.list
+	// The space goes from the aggregator before the memory is given
+	// back: while the aggregator held it, its dumps' index (48 MB of
+	// 500,000 functions) outlived the collection FreeOSMemory makes.
+	space := a.space
+	a.space = nil
 	var err error
 	if last {
-		err = a.space.Close()
+		err = space.Close()
 		// The symbol tables were the larger part of the heap: give
-		// their memory back now, or the samples would be built on top
+		// their memory back now, or the report would be built on top
 		// of it.
 		debug.FreeOSMemory()
 	}
-	a.space = nil
 	return res, err
 }
 
 // A stringTable numbers a profile's strings, each once, as
-// contract.Profile holds them, copied into blocks: jitted names alias the
-// dumps, which Close unmaps.
+// contract.Profile holds them, copied into blocks (symbol names and a
+// dump's records alias files that Close unmaps) but those it is told to
+// keep.
 type stringTable struct {
 	list  []string // "" first
 	ids   idindex.Index
@@ -83,12 +88,24 @@ type stringTable struct {
 	names arena.Strings
 }
 
+// newStringTable makes a table with room for n strings, more as they come.
+// A profile has about a string a function: room for them from the start
+// spares the list its doubling, up to twice the room it needs.
 func newStringTable(n int) *stringTable {
-	return &stringTable{list: []string{""}, ids: idindex.New(n), seed: maphash.MakeSeed()}
+	return &stringTable{list: append(make([]string, 0, n+64), ""), ids: idindex.New(n), seed: maphash.MakeSeed()}
 }
 
 // id returns the number of s, a new one the first time.
-func (t *stringTable) id(s string) uint32 {
+func (t *stringTable) id(s string) uint32 { return t.add(s, false) }
+
+// kept is id of a string the table need not copy: one that stays valid
+// when the dumps and symbol tables close, as a Dump's names do (its own
+// copies). A million jitted functions' names are then not held twice; a
+// block of the Dump's names stays while the profile uses any of them,
+// which keeps at most the names the Dump held anyway.
+func (t *stringTable) kept(s string) uint32 { return t.add(s, true) }
+
+func (t *stringTable) add(s string, kept bool) uint32 {
 	if s == "" {
 		return 0
 	}
@@ -97,7 +114,10 @@ func (t *stringTable) id(s string) uint32 {
 	if id != 0 {
 		return id
 	}
-	t.list = append(grown(t.list, 1), t.names.Clone(s))
+	if !kept {
+		s = t.names.Clone(s)
+	}
+	t.list = append(grown(t.list, 1), s)
 	id = uint32(len(t.list) - 1)
 	t.ids.Add(i, id, h, func(id uint32) uint64 { return maphash.String(t.seed, t.list[id]) })
 	return id
@@ -126,7 +146,6 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 		return key
 	}
-	var mappingMade []made // by place in p.Mappings
 	mappings := idindex.New(0)
 	seed := maphash.MakeSeed()
 	ownMappings := 0 // the jitted functions'
@@ -136,6 +155,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 	}
 	p.Mappings = make([]contract.Mapping, 0, ownMappings+64)
+	mappingMade := make([]made, 0, cap(p.Mappings)) // by place in p.Mappings
 	jitBuildID := strs.id(contract.JITBuildID)
 	mappingOf := func(loc uint32, fr symbolize.Frame) uint32 {
 		if fr.Module == nil {
@@ -174,8 +194,8 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	}
 
 	p.Functions = make([]contract.Function, 0, len(a.fns))
-	addFunction := func(raw, demangled string, jitted bool) (uint32, int32) {
-		fn, col := newFunction(raw, demangled, jitted, strs)
+	addFunction := func(raw, demangled string, jitted, kept bool) (uint32, int32) {
+		fn, col := newFunction(raw, demangled, jitted, kept, strs)
 		p.Functions = append(grown(p.Functions, 1), fn)
 		return uint32(len(p.Functions)), col
 	}
@@ -210,7 +230,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		key := inlineKey{m, in.Name, in.File, in.Inferred}
 		id := inlines[key]
 		if id == 0 {
-			id, _ = addFunction(in.Name, demangle.Name(in.Name), true)
+			id, _ = addFunction(in.Name, demangle.Name(in.Name), true, false)
 			fn := &p.Functions[id-1]
 			if in.Inferred {
 				fn.Name = strs.id(strs.list[fn.Name] + contract.InferredSuffix)
@@ -262,7 +282,9 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			if id == 0 {
 				jitted := fr.Symbol.JIT != nil || fr.Module.Kind == symbolize.PerfMap
 				var col int32
-				id, col = addFunction(fr.Symbol.Name, a.name(agg), jitted)
+				// A dump's function's names are the Dump's copy, or
+				// demangled from it.
+				id, col = addFunction(fr.Symbol.Name, a.name(agg), jitted, fr.Symbol.JIT != nil)
 				if col != 0 {
 					startColumns[id] = col
 				}
@@ -353,10 +375,7 @@ func (a *aggregator) samplesOf(p *contract.Profile) {
 		}
 		s := &p.Samples[i]
 		s.Labels = labels
-		if k.stack != 0 {
-			start, end := a.stackTab.ends[k.stack-1], a.stackTab.ends[k.stack]
-			s.Stack, s.Depth = uint32(start), uint32(end-start)
-		}
+		s.Stack, s.Depth = a.stackTab.place(k.stack)
 		a.values(p.Values[i*n:i*n], d.tot)
 	}
 	p.Stacks = a.stackTab.frames
@@ -455,8 +474,12 @@ func namedLike(file, comm string) bool {
 // source (demangled: perf report's name). A jitted function whose name
 // embeds its source file is split as pprof expects (names.go); newFunction
 // then also returns the column its name gives.
-func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contract.Function, int32) {
-	fn := contract.Function{SystemName: strs.id(raw), Name: strs.id(demangled)}
+func newFunction(raw, demangled string, jitted, kept bool, strs *stringTable) (contract.Function, int32) {
+	id := strs.id
+	if kept {
+		id = strs.kept
+	}
+	fn := contract.Function{SystemName: id(raw), Name: id(demangled)}
 	if !jitted || demangled != raw {
 		return fn, 0
 	}
@@ -464,7 +487,7 @@ func newFunction(raw, demangled string, jitted bool, strs *stringTable) (contrac
 	if !ok {
 		return fn, 0
 	}
-	fn.Name, fn.Filename, fn.StartLine = strs.id(sn.Name), strs.id(sn.File), sn.Line
+	fn.Name, fn.Filename, fn.StartLine = id(sn.Name), id(sn.File), sn.Line
 	return fn, contract.ColumnOf(sn.Column)
 }
 

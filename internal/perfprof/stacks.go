@@ -5,27 +5,28 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/idindex"
 )
 
 // A stackTable interns the distinct stacks of a profile: each one's
-// locations once, leaf first, in one array shared by all. A stack costs
-// 4 bytes a frame and an index slot, so however deep and however
+// locations once, leaf first, in the frames the profile is given. A stack
+// costs 4 bytes a frame and an index slot, so however deep and however
 // distinct the call chains (thousands of addresses no other sample has,
 // as in a recursive JIT's stacks), the table stays within half of the
 // call chains the recording holds (8 bytes a frame). A calling context
 // tree, which it replaces, cost 8 bytes and a map entry (about 40 bytes)
 // a frame of distinct stacks.
 type stackTable struct {
-	frames []uint32      // every stack's locations, leaf first
-	ends   []int         // stack i is frames[ends[i-1]:ends[i]]; stack 0, the empty one, ends at 0
+	frames contract.Frames
+	places []uint32      // stack i is at places[i] in frames, its depth up to places[i+1]; stack 0 is the empty one
 	ids    idindex.Index // of the stacks but the empty one, by their locations
 	hash   func(locs []uint32) uint64
 }
 
 func newStackTable() *stackTable {
 	seed := maphash.MakeSeed()
-	return &stackTable{ends: []int{0}, ids: idindex.New(0), hash: func(locs []uint32) uint64 {
+	return &stackTable{places: []uint32{0, 0}, ids: idindex.New(0), hash: func(locs []uint32) uint64 {
 		return maphash.Bytes(seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(locs))), 4*len(locs)))
 	}}
 }
@@ -41,25 +42,27 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 	if id != 0 {
 		return id
 	}
-	id = uint32(len(t.ends))
-	t.frames = append(grown(t.frames, len(locs)), locs...)
-	t.ends = append(grown(t.ends, 1), len(t.frames))
+	id = uint32(len(t.places) - 1)
+	t.frames.Add(locs)
+	t.places = append(grown(t.places, 1), t.frames.Len())
 	t.ids.Add(i, id, h, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
+}
+
+// place returns where stack id is in the frames, and its depth.
+func (t *stackTable) place(id uint32) (uint32, uint32) {
+	return t.places[id], t.places[id+1] - t.places[id]
 }
 
 // stack returns the locations of stack id, leaf first: the table's own,
 // not to be changed.
 func (t *stackTable) stack(id uint32) []uint32 {
-	if id == 0 {
-		return nil
-	}
-	return t.frames[t.ends[id-1]:t.ends[id]:t.ends[id]]
+	return t.frames.At(t.place(id))
 }
 
 // leaf returns the location of stack id's leaf.
 func (t *stackTable) leaf(id uint32) uint32 {
-	return t.frames[t.ends[id-1]]
+	return t.stack(id)[0]
 }
 
 // called returns the id of the stack of loc called from stack id.

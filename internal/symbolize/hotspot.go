@@ -341,13 +341,13 @@ func (h *hotspotFrames) rule(fn *dumpindex.Code, off uint64) (unwind.Rule, bool)
 	if fn.Name == hotspotInterpreter {
 		return interpreterRule, true
 	}
-	if !isJavaMethod(fn.Name) && !isRuntimeStub(fn.Name) && !isFrameless(fn.Name) || off >= uint64(len(fn.Code)) {
+	if !isJavaMethod(fn.Name) && !isRuntimeStub(fn.Name) && !isFrameless(fn.Name) || off >= uint64(len(fn.Code())) {
 		return unwind.Rule{}, false
 	}
 	h.mu.Lock()
 	f, seen := h.frames[fn]
 	if !seen {
-		f = newHotspotFrame(fn.Name, fn.Code)
+		f = newHotspotFrame(fn.Name, fn.Code())
 		if h.frames == nil {
 			h.frames = make(map[*dumpindex.Code]*hotspotFrame)
 		}

@@ -144,7 +144,7 @@ func TestHotspotFrame(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var h hotspotFrames
-			fn := &dumpindex.Code{Name: c.fn, Code: c.code, CodeSize: uint64(len(c.code))}
+			fn := dumpindex.NewCode(&jitdump.CodeLoad{Name: c.fn, Code: c.code, CodeSize: uint64(len(c.code))})
 			if c.want == nil {
 				for off := range max(len(c.code), 1) {
 					if r, ok := h.rule(fn, uint64(off)); ok {
@@ -169,7 +169,7 @@ func TestHotspotFrame(t *testing.T) {
 // its code.
 func TestHotspotInterpreterRule(t *testing.T) {
 	var h hotspotFrames
-	fn := &dumpindex.Code{Name: "Interpreter", Code: []byte{0x90}, CodeSize: 0x17000}
+	fn := &dumpindex.Code{Name: "Interpreter", CodeSize: 0x17000}
 	r, ok := h.rule(fn, 0x1234)
 	if !ok || r != (unwind.Rule{Kind: unwind.KindSavedSP, CFAOff: -8}) {
 		t.Errorf("Interpreter: %v %v", r, ok)

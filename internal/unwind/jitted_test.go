@@ -41,7 +41,7 @@ func TestCPythonTrampolines(t *testing.T) {
 		if err := tab.Err(); err != nil {
 			t.Errorf("%s: %v", fn.Name, err)
 		}
-		want := spRules(t, fn.Code, fn.CodeAddr)
+		want := spRules(t, fn.Code(), fn.CodeAddr)
 		for pc, w := range want {
 			if got, ok := tab.Lookup(pc); !ok || got != w {
 				t.Errorf("%s at +%d: Lookup = %v, %v; the code says %v", fn.Name, pc-fn.CodeAddr, got, ok, w)
@@ -53,7 +53,7 @@ func TestCPythonTrampolines(t *testing.T) {
 		checked++
 		insts += len(want)
 		if len(image) < 3 {
-			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
+			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code(), CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
 		}
 	}
 	if checked == 0 {
@@ -156,7 +156,7 @@ func TestV8UnwindingInfo(t *testing.T) {
 		}
 		if kinds[kind] < 3 {
 			kinds[kind]++
-			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code, CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
+			image = append(image, jitelf.Function{Name: fn.Name, Code: fn.Code(), CodeAddr: fn.CodeAddr, Unwind: fn.Unwind()})
 		}
 	}
 	t.Logf("%d functions with tables, %d without; %d images of %d kinds", tables, none, len(image), len(kinds))
