@@ -156,7 +156,11 @@ func (d *htmlData) write(w *bufio.Writer) error {
 			num = strconv.AppendInt(num[:0], st.Samples, 10)
 			w.Write(num)
 			w.WriteString(`,"nodes":`)
-			ints(len(st.Nodes), func(i int) int64 { return st.Nodes[i] }, st.Nodes == nil)
+			if st.Nodes == nil {
+				w.WriteString("null")
+			} else {
+				st.Nodes.writeNodes(w)
+			}
 			if st.Timeline != nil {
 				w.WriteString(`,"timeline":`)
 				value(st.Timeline)
@@ -188,9 +192,9 @@ type htmlData struct {
 }
 
 type htmlStage struct {
-	Name    string  `json:"name"`    // "" without stages
-	Samples int64   `json:"samples"` // number of samples
-	Nodes   []int64 `json:"nodes"`   // the root's value is the total
+	Name    string     `json:"name"`    // "" without stages
+	Samples int64      `json:"samples"` // number of samples
+	Nodes   *flameTree `json:"nodes"`   // the root's value is the total
 	// Timeline is there when the profile's samples have time slots.
 	Timeline *htmlTimeline `json:"timeline,omitempty"`
 }
@@ -315,83 +319,175 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		}
 	}
 
-	type path struct {
-		frames []int32 // root first
-		value  int64
+	t := &flameTree{m: m, frames: frames, rank: rank}
+	if commRoot {
+		t.comms = comms
 	}
-	paths := make([]path, 0, len(m.samples))
 	var count int64
-	// One array for every path, sized for a command and the frames of
-	// each.
-	all := make([]int32, 0, len(m.samples)+len(m.stacks))
+	t.paths = make([]int32, 0, len(m.samples))
 	for i := range m.samples {
-		s := &m.samples[i]
-		if s.value == 0 {
-			continue
+		if s := &m.samples[i]; s.value != 0 {
+			count += s.count
+			t.paths = append(t.paths, int32(i))
 		}
-		count += s.count
-		start := len(all)
-		if commRoot {
-			all = append(all, comms[s.comm])
-		}
-		for _, f := range slices.Backward(m.stack(s)) {
-			all = append(all, frames[f])
-		}
-		paths = append(paths, path{all[start:len(all):len(all)], s.value})
 	}
-	slices.SortFunc(paths, func(x, y path) int {
-		for i := range min(len(x.frames), len(y.frames)) {
-			if c := cmp.Compare(rank[x.frames[i]], rank[y.frames[i]]); c != 0 {
+	slices.SortFunc(t.paths, func(x, y int32) int {
+		nx, ny := t.len(x), t.len(y)
+		for d := range min(nx, ny) {
+			if c := cmp.Compare(rank[t.at(x, d)], rank[t.at(y, d)]); c != 0 {
 				return c
 			}
 		}
-		return cmp.Compare(len(x.frames), len(y.frames))
+		return cmp.Compare(nx, ny)
 	})
-
-	// Nodes are made in place in the page's array, three numbers each,
-	// counted first: what paths do not share with the one before.
-	nodes := 1
-	var prev []int32
-	for _, p := range paths {
-		nodes += len(p.frames) - sharedPrefix(p.frames, prev, rank)
-		prev = p.frames
+	t.root = b.frame("all", "", 'r')
+	t.shared = make([]int32, len(t.paths))
+	// The frames a node merges are named now, before the page's frames
+	// are written: the node's frame, as merged so far, at each depth of
+	// the path before, and the path and depth that made the node.
+	type openNode struct {
+		frame      int32
+		path, from int32
 	}
-	flat := make([]int64, 3, 3*nodes)
-	flat[0] = int64(b.frame("all", "", 'r'))
-	open := []int32{0} // the nodes of the previous path, the root first
-	prev = nil
-	for _, p := range paths {
-		shared := sharedPrefix(p.frames, prev, rank)
-		open = open[:1+shared]
-		for i, f := range p.frames {
-			if i < shared {
-				if n := 3 * open[i+1]; int32(flat[n]) != f {
-					flat[n] = int64(b.merge(int32(flat[n]), f))
-				}
+	var open []openNode
+	for k := range t.paths {
+		if k > 0 {
+			t.shared[k] = t.sharedWith(k)
+		}
+		open = open[:t.shared[k]]
+		for d := range t.len(t.paths[k]) {
+			f := t.at(t.paths[k], d)
+			if d >= int(t.shared[k]) {
+				open = append(open, openNode{f, int32(k), int32(d)})
 				continue
 			}
-			flat[3*open[len(open)-1]+2]++ // a child more
-			open = append(open, int32(len(flat)/3))
-			flat = append(flat, int64(f), 0, 0)
+			if n := &open[d]; n.frame != f {
+				n.frame = b.merge(n.frame, f)
+				if t.merged == nil {
+					t.merged = make(map[[2]int32]int32)
+				}
+				t.merged[[2]int32{n.path, n.from}] = n.frame
+			}
 		}
-		for _, n := range open {
-			flat[3*n+1] += p.value
-		}
-		prev = p.frames
 	}
-	b.d.Stages = append(b.d.Stages, htmlStage{Name: stage, Samples: count, Nodes: flat})
+	b.d.Stages = append(b.d.Stages, htmlStage{Name: stage, Samples: count, Nodes: t})
 	b.d.Kind = string(b.kinds)
 	return frames
 }
 
-// sharedPrefix returns how many frames from the root path shares with prev,
-// frames that rank the same.
-func sharedPrefix(path, prev, rank []int32) int {
-	n := 0
-	for n < min(len(path), len(prev)) && rank[path[n]] == rank[prev[n]] {
+// A flameTree is the tree of a stage's stacks, written node by node as the
+// page is (writeNodes) rather than made: a node is three numbers, and
+// 1,000 samples of 8,000 distinct frames make 8 million of them (192 MB
+// as an array of the page's numbers). Its paths are the samples with a
+// value, sorted by their frames' names from the root: stacks that share a
+// prefix are neighbours, and their tree comes out in preorder, children
+// sorted, each path adding the nodes of what it does not share with the
+// one before.
+type flameTree struct {
+	m      *model
+	frames []int32 // the page's frame of each of m's frames
+	comms  []int32 // the page's frame of each command, with CommRoot; else nil
+	rank   []int32 // of the page's frames, by name: frames of one name rank the same
+	root   int32   // the page's frame "all"
+	paths  []int32 // in m.samples
+	shared []int32 // how many frames from the root path k shares with path k-1
+	// merged holds the frame of each node that merged frames of one name
+	// but different modules, by the path and depth that made it.
+	merged map[[2]int32]int32
+}
+
+// len returns the number of frames of the path of sample i.
+func (t *flameTree) len(i int32) int {
+	n := int(t.m.samples[i].depth)
+	if t.comms != nil {
 		n++
 	}
 	return n
+}
+
+// at returns the page's frame at depth d, from the root, of the path of
+// sample i.
+func (t *flameTree) at(i int32, d int) int32 {
+	s := &t.m.samples[i]
+	if t.comms != nil {
+		if d == 0 {
+			return t.comms[s.comm]
+		}
+		d--
+	}
+	stack := t.m.stack(s)
+	return t.frames[stack[len(stack)-1-d]]
+}
+
+// sharedWith returns how many frames from the root path k shares with
+// path k-1: frames that rank the same.
+func (t *flameTree) sharedWith(k int) int32 {
+	x, y := t.paths[k-1], t.paths[k]
+	n := min(t.len(x), t.len(y))
+	d := 0
+	for d < n && t.rank[t.at(x, d)] == t.rank[t.at(y, d)] {
+		d++
+	}
+	return int32(d)
+}
+
+// writeNodes writes the tree's nodes in preorder, three numbers each: its
+// frame, its value (its stacks' weight, itself and below) and its number
+// of children. A node's paths follow the one that made it while they share
+// more than its depth; a path among them that shares exactly one frame
+// more than that starts another of its children.
+func (t *flameTree) writeNodes(w *bufio.Writer) {
+	var num []byte
+	node := func(frame int32, value int64, children int) {
+		for i, v := range [3]int64{int64(frame), value, int64(children)} {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			num = strconv.AppendInt(num[:0], v, 10)
+			w.Write(num)
+		}
+	}
+	var total int64
+	roots := 0
+	for k, i := range t.paths {
+		total += t.m.samples[i].value
+		if k == 0 || t.shared[k] == 0 {
+			roots++
+		}
+	}
+	w.WriteByte('[')
+	node(t.root, total, roots)
+	for k, i := range t.paths {
+		for d := int(t.shared[k]); d < t.len(i); d++ {
+			frame, ok := t.merged[[2]int32{int32(k), int32(d)}]
+			if !ok {
+				frame = t.at(i, d)
+			}
+			value, children := t.m.samples[i].value, 0
+			if t.len(i) > d+1 {
+				children++
+			}
+			for j := k + 1; j < len(t.paths) && int(t.shared[j]) > d; j++ {
+				value += t.m.samples[t.paths[j]].value
+				if int(t.shared[j]) == d+1 && t.len(t.paths[j]) > d+1 {
+					children++
+				}
+			}
+			w.WriteByte(',')
+			node(frame, value, children)
+		}
+	}
+	w.WriteByte(']')
+}
+
+// MarshalJSON encodes the tree's nodes as writeNodes writes them, so that
+// htmlData encodes as the page holds it.
+func (t *flameTree) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	t.writeNodes(w)
+	err := w.Flush()
+	return b.Bytes(), err
 }
 
 //go:embed flame.html.tmpl

@@ -25,13 +25,33 @@ import (
 )
 
 // pageData returns the profile a page embeds.
-func pageData(t *testing.T, page []byte) htmlData {
+// pageProfile is the page's data as its script reads them: htmlData with
+// each stage's nodes decoded.
+type pageProfile struct {
+	Event   string      `json:"event"`
+	Type    string      `json:"type"`
+	Unit    string      `json:"unit"`
+	Names   []string    `json:"names"`
+	Module  []int32     `json:"module"`
+	Kind    string      `json:"kind"`
+	Modules []string    `json:"modules"`
+	Stages  []pageStage `json:"stages"`
+}
+
+type pageStage struct {
+	Name     string        `json:"name"`
+	Samples  int64         `json:"samples"`
+	Nodes    []int64       `json:"nodes"`
+	Timeline *htmlTimeline `json:"timeline,omitempty"`
+}
+
+func pageData(t *testing.T, page []byte) pageProfile {
 	t.Helper()
 	m := regexp.MustCompile(`(?s)<script type="application/json" id="profile">(.*?)</script>`).FindSubmatch(page)
 	if m == nil {
 		t.Fatalf("no profile in the page:\n%s", page)
 	}
-	var d htmlData
+	var d pageProfile
 	dec := json.NewDecoder(bytes.NewReader(m[1]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
@@ -40,7 +60,7 @@ func pageData(t *testing.T, page []byte) htmlData {
 	return d
 }
 
-func htmlPage(t *testing.T, p *profile.Profile, o Options) ([]byte, htmlData) {
+func htmlPage(t *testing.T, p *profile.Profile, o Options) ([]byte, pageProfile) {
 	t.Helper()
 	var b bytes.Buffer
 	if err := HTML(&b, contract.FromPProf(p), o); err != nil {
@@ -57,7 +77,7 @@ type pageNode struct {
 }
 
 // tree decodes the nodes of stage s, checking that they form one tree.
-func (d *htmlData) tree(t *testing.T, s int) *pageNode {
+func (d *pageProfile) tree(t *testing.T, s int) *pageNode {
 	t.Helper()
 	nodes := d.Stages[s].Nodes
 	if len(nodes)%3 != 0 {
@@ -88,7 +108,7 @@ func (d *htmlData) tree(t *testing.T, s int) *pageNode {
 
 // folded returns the tree's stacks as Folded writes them: names from the
 // root's children down, joined by ";", each with its self value.
-func (d *htmlData) folded(t *testing.T, root *pageNode) map[string]int64 {
+func (d *pageProfile) folded(t *testing.T, root *pageNode) map[string]int64 {
 	t.Helper()
 	stacks := make(map[string]int64)
 	var walk func(n *pageNode, path []string)
