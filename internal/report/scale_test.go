@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -199,5 +200,33 @@ func TestSharedFunction(t *testing.T) {
 	want := map[string]int64{"dash main": 6, "dash shared": 4, "libc.so.6 shared": 2, "dash [unknown]": 3, "libc.so.6 [unknown]": 2}
 	if !maps.Equal(got, want) {
 		t.Errorf("children %v, want %v", got, want)
+	}
+}
+
+// TestHTMLDeepStacksMemory: the page's tree is written as it is walked,
+// not made first: on stacks of thousands of frames that share little,
+// rendering the page allocates less than half of the three 8-byte numbers
+// a node takes in it (an array of them was 24 bytes a node: 192 MB for
+// 1,000 samples of 8,000 distinct frames).
+func TestHTMLDeepStacksMemory(t *testing.T) {
+	p := contract.FromPProf(benchProfile(200, 2000))
+	var page bytes.Buffer
+	if err := HTML(&page, p, Options{CommRoot: true}); err != nil {
+		t.Fatal(err)
+	}
+	d := pageData(t, page.Bytes())
+	nodes := uint64(len(d.Stages[0].Nodes) / 3)
+	if nodes < 300_000 {
+		t.Fatalf("%d nodes: the test wants stacks that share little", nodes)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := HTML(io.Discard, p, Options{CommRoot: true}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 12*nodes {
+		t.Errorf("the page of %d nodes allocated %d bytes (%.1f a node): want at most 12 a node", nodes, alloc, float64(alloc)/float64(nodes))
 	}
 }
