@@ -1,6 +1,7 @@
 package perfprof
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -56,4 +57,28 @@ func TestStackTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStackTableMemory: distinct deep stacks cost their frames, 4 bytes
+// each, and little more: no array grown by doubling (up to twice the frames,
+// and every smaller array left behind).
+func TestStackTableMemory(t *testing.T) {
+	const stacks, depth = 1000, 1000
+	locs := make([]uint32, depth)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tab := newStackTable()
+	for i := range stacks {
+		for d := range locs {
+			locs[d] = uint32(i*depth + d)
+		}
+		tab.intern(locs)
+	}
+	runtime.ReadMemStats(&after)
+	frames := uint64(4 * stacks * depth)
+	if alloc := after.TotalAlloc - before.TotalAlloc; float64(alloc) > 1.1*float64(frames) {
+		t.Errorf("%d stacks of %d frames allocated %d bytes, %.2f times their frames: want at most 1.1", stacks, depth, alloc, float64(alloc)/float64(frames))
+	}
+	runtime.KeepAlive(tab)
 }
