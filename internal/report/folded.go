@@ -45,8 +45,9 @@ func Folded(w io.Writer, p *contract.Profile, o Options) error {
 			line = append(line, comms[s.comm]...)
 			line = append(line, ';')
 		}
-		for _, f := range slices.Backward(m.stack(s)) {
-			line = append(line, names[f]...)
+		frames := m.stack(s)
+		for i := frames.len() - 1; i >= 0; i-- {
+			line = append(line, names[frames.at(i)]...)
 			line = append(line, ';')
 		}
 		line = line[:len(line)-1]

@@ -337,6 +337,12 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 	if commRoot {
 		t.comms = comms
 	}
+	if m.frameOf != nil {
+		t.pageOf = make([]int32, len(m.frameOf))
+		for l, f := range m.frameOf {
+			t.pageOf[l] = frames[f]
+		}
+	}
 	var count int64
 	t.paths = make([]int32, 0, len(m.samples))
 	for i := range m.samples {
@@ -346,13 +352,13 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 		}
 	}
 	slices.SortFunc(t.paths, func(x, y int32) int {
-		nx, ny := t.len(x), t.len(y)
-		for d := range min(nx, ny) {
-			if c := cmp.Compare(rank[t.at(x, d)], rank[t.at(y, d)]); c != 0 {
+		px, py := t.path(x), t.path(y)
+		for d := range min(px.len(), py.len()) {
+			if c := cmp.Compare(rank[px.at(d)], rank[py.at(d)]); c != 0 {
 				return c
 			}
 		}
-		return cmp.Compare(nx, ny)
+		return cmp.Compare(px.len(), py.len())
 	})
 	t.root = b.frame("all", "", 'r')
 	t.shared = make([]int32, len(t.paths))
@@ -369,8 +375,9 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 			t.shared[k] = t.sharedWith(k)
 		}
 		open = open[:t.shared[k]]
-		for d := range t.len(t.paths[k]) {
-			f := t.at(t.paths[k], d)
+		path := t.path(t.paths[k])
+		for d := range path.len() {
+			f := path.at(d)
 			if d >= int(t.shared[k]) {
 				open = append(open, openNode{f, int32(k), int32(d)})
 				continue
@@ -400,6 +407,10 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 type flameTree struct {
 	m      *model
 	frames []int32 // the page's frame of each of m's frames
+	// pageOf is the page's frame of each location, when m sees its
+	// stacks through their locations (model.frameOf): one lookup a frame,
+	// not two, in the three walks of every frame.
+	pageOf []int32
 	comms  []int32 // the page's frame of each command, with CommRoot; else nil
 	rank   []int32 // of the page's frames, by name: frames of one name rank the same
 	root   int32   // the page's frame "all"
@@ -419,27 +430,55 @@ func (t *flameTree) len(i int32) int {
 	return n
 }
 
-// at returns the page's frame at depth d, from the root, of the path of
-// sample i.
-func (t *flameTree) at(i int32, d int) int32 {
+// A flamePath is the page's frames of a sample from the root: its
+// command's with CommRoot, then its stack's.
+type flamePath struct {
+	t     *flameTree
+	comm  int32 // the page's frame of the command; -1 without CommRoot
+	stack frameList
+}
+
+func (t *flameTree) path(i int32) flamePath {
 	s := &t.m.samples[i]
+	p := flamePath{t: t, comm: -1, stack: t.m.stack(s)}
+	if p.stack.frameOf != nil {
+		p.stack.frameOf = t.pageOf // its frames are the page's
+	}
 	if t.comms != nil {
+		p.comm = t.comms[s.comm]
+	}
+	return p
+}
+
+func (p *flamePath) len() int {
+	if p.comm >= 0 {
+		return p.stack.len() + 1
+	}
+	return p.stack.len()
+}
+
+// at returns the page's frame at depth d from the root.
+func (p *flamePath) at(d int) int32 {
+	if p.comm >= 0 {
 		if d == 0 {
-			return t.comms[s.comm]
+			return p.comm
 		}
 		d--
 	}
-	stack := t.m.stack(s)
-	return t.frames[stack[len(stack)-1-d]]
+	f := p.stack.at(p.stack.len() - 1 - d)
+	if p.stack.frameOf == nil {
+		f = p.t.frames[f]
+	}
+	return f
 }
 
 // sharedWith returns how many frames from the root path k shares with
 // path k-1: frames that rank the same.
 func (t *flameTree) sharedWith(k int) int32 {
-	x, y := t.paths[k-1], t.paths[k]
-	n := min(t.len(x), t.len(y))
+	x, y := t.path(t.paths[k-1]), t.path(t.paths[k])
+	n := min(x.len(), y.len())
 	d := 0
-	for d < n && t.rank[t.at(x, d)] == t.rank[t.at(y, d)] {
+	for d < n && t.rank[x.at(d)] == t.rank[y.at(d)] {
 		d++
 	}
 	return int32(d)
@@ -472,13 +511,15 @@ func (t *flameTree) writeNodes(w *bufio.Writer) {
 	w.WriteByte('[')
 	node(t.root, total, roots)
 	for k, i := range t.paths {
-		for d := int(t.shared[k]); d < t.len(i); d++ {
+		path := t.path(i)
+		n := path.len()
+		for d := int(t.shared[k]); d < n; d++ {
 			frame, ok := t.merged[[2]int32{int32(k), int32(d)}]
 			if !ok {
-				frame = t.at(i, d)
+				frame = path.at(d)
 			}
 			value, children := t.m.samples[i].value, 0
-			if t.len(i) > d+1 {
+			if n > d+1 {
 				children++
 			}
 			for j := k + 1; j < len(t.paths) && int(t.shared[j]) > d; j++ {

@@ -143,6 +143,41 @@ func TestInlinedLines(t *testing.T) {
 	}
 }
 
+// TestModelStacks: the model sees the samples' stacks through the frame of
+// each location, not a copy of them, when every location is one frame and
+// every sample has one; else it keeps its own, which its reports read
+// alike (TestInlinedLines, and every golden output).
+func TestModelStacks(t *testing.T) {
+	withEmpty := processes()
+	withEmpty.Sample = append(withEmpty.Sample, &profile.Sample{Value: []int64{1, 1}})
+	for _, tc := range []struct {
+		name   string
+		p      *profile.Profile
+		shared bool
+	}{
+		{"a frame a location", processes(), true},
+		{"inlined functions", newProfBuilder().add("vm", 1, 3, 0, jit+":main", jit+":leaf|root").p, false},
+		{"a sample without locations", withEmpty, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := contract.FromPProf(tc.p)
+			m, err := newModel(p, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := m.frameOf != nil; shared != tc.shared || shared == (m.stacks != nil) {
+				t.Errorf("stacks seen through the locations: %v, want %v (own stacks: %d frames)", shared, tc.shared, len(m.stacks))
+			}
+			for i := range m.samples {
+				s := &m.samples[i]
+				if n := m.stack(s).len(); n != int(s.depth) || n == 0 {
+					t.Errorf("sample %d: %d frames, depth %d", i, n, s.depth)
+				}
+			}
+		})
+	}
+}
+
 // processes is a profile of three processes, with unresolved frames in
 // several modules, kernel frames and JIT code.
 func processes() *profile.Profile {

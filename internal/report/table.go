@@ -102,14 +102,14 @@ func aggregate(p *contract.Profile, o Options) (*table, error) {
 	for i := range m.samples {
 		s := &m.samples[i]
 		stack := m.stack(s)
-		e := t.entry(i, stack[0])
+		e := t.entry(i, stack.at(0))
 		e.samples += s.count
 		e.self += s.value
 		if !o.Children {
 			continue
 		}
-		for _, f := range stack {
-			if e := t.entry(i, f); e.seen != int32(i+1) {
+		for k := range stack.len() {
+			if e := t.entry(i, stack.at(k)); e.seen != int32(i+1) {
 				e.seen = int32(i + 1)
 				e.children += s.value
 			}
@@ -270,9 +270,9 @@ func (t *table) callGraphs() {
 			// A stack walked from its leaf out, or from its root in.
 			pos := 0
 			if !t.outward {
-				pos = len(stack) - 1
+				pos = stack.len() - 1
 			}
-			if e := t.entry(i, stack[0]); e.listed > 0 {
+			if e := t.entry(i, stack.at(0)); e.listed > 0 {
 				refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(pos)})
 			}
 			continue
@@ -281,12 +281,12 @@ func (t *table) callGraphs() {
 		// outermost, whose callees include those of any recursive call;
 		// going leaf first, its innermost, whose callers include the
 		// recursion's.
-		for k := range stack {
+		for k := range stack.len() {
 			j := k
 			if !t.outward {
-				j = len(stack) - 1 - k
+				j = stack.len() - 1 - k
 			}
-			if e := t.entry(i, stack[j]); e.seen != int32(i+1) {
+			if e := t.entry(i, stack.at(j)); e.seen != int32(i+1) {
 				e.seen = int32(i + 1)
 				if e.listed > 0 {
 					refs[e.listed-1] = append(refs[e.listed-1], ref{int32(i), int32(j)})
@@ -401,10 +401,10 @@ func (b *treeBuilder) expand(n int32, refs []ref) {
 // next returns the frame that r comes to next, unless its stack ends.
 func (b *treeBuilder) next(r ref) (int32, bool) {
 	stack := b.t.stack(&b.t.samples[r.sample])
-	if r.pos < 0 || int(r.pos) >= len(stack) {
+	if r.pos < 0 || int(r.pos) >= stack.len() {
 		return 0, false
 	}
-	return stack[r.pos], true
+	return stack.at(int(r.pos)), true
 }
 
 // A graph holds the call graphs of all entries as trees of frames. The root

@@ -112,7 +112,7 @@ func (b *flameBuilder) timeline(p *contract.Profile, m *model, frames []int32) (
 			w[onCPU] = values[on]
 		}
 		stack := m.stack(smp)
-		if m.name(&m.frames[stack[0]]) == contract.PreemptedFrame {
+		if m.name(&m.frames[stack.at(0)]) == contract.PreemptedFrame {
 			w[runnable] = values[off]
 		} else {
 			w[blocked] = values[off]
@@ -136,17 +136,17 @@ func (b *flameBuilder) timeline(p *contract.Profile, m *model, frames []int32) (
 		th.total += all
 
 		key = key[:0]
-		for _, f := range stack {
-			key = strconv.AppendInt(key, int64(frames[f]), 10)
+		for k := range stack.len() {
+			key = strconv.AppendInt(key, int64(frames[stack.at(k)]), 10)
 			key = append(key, ';')
 		}
 		si, ok := stackIDs[string(key)]
 		if !ok {
 			si = int32(len(stacks))
 			stackIDs[string(key)] = si
-			root := make([]int32, 0, len(stack))
-			for _, f := range slices.Backward(stack) {
-				root = append(root, frames[f])
+			root := make([]int32, 0, stack.len())
+			for k := stack.len() - 1; k >= 0; k-- {
+				root = append(root, frames[stack.at(k)])
 			}
 			stacks = append(stacks, root)
 		}
