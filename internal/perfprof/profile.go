@@ -62,7 +62,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	putMainFirst(p, strs, exe)
 	p.Strings = strs.list
 	// The space goes from the aggregator before the memory is given
-	// back: while the aggregator held it, its dumps' index (48 MB of
+	// back: while the aggregator held it, its dumps' index (44 MB of
 	// 500,000 functions) outlived the collection FreeOSMemory makes.
 	space := a.space
 	a.space = nil

@@ -379,11 +379,12 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 	b.located = make([]span, len(p.Locations)+1)
 	b.byFunction = make([]placed, len(p.Functions)+1)
 	b.byMapping = make([]mapped, len(p.Mappings)+1)
-	// One array holds every stack: a slice per sample would be an
-	// allocation per sample. It is sized for their frames, the locations
-	// resolved first in the order the stacks are made in, so that frames
-	// are numbered as they are met: grown by appending, 8,000-deep stacks
-	// would be copied over and over.
+	// The locations are resolved first, in the order the stacks are made
+	// in, so that frames are numbered as they are met. When a location
+	// is more than one frame, or a sample has none, one array holds
+	// every stack (a slice per sample would be an allocation per sample),
+	// sized for their frames: grown by appending, 8,000-deep stacks would
+	// be copied over and over. Else the profile's stacks serve.
 	n := 0
 	empty := false
 	for i := range p.Samples {
@@ -398,7 +399,7 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 		}
 	}
 	var stacks []int32
-	if direct := !empty && len(b.locFrames) == 0 && len(p.Samples) > 0; direct {
+	if !empty && len(b.locFrames) == 0 && len(p.Samples) > 0 {
 		m.frameOf, m.profile = make([]int32, len(b.located)), p
 		for l, sp := range b.located {
 			m.frameOf[l] = sp.start // unused locations' too: frame 0, never read
