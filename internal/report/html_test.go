@@ -26,16 +26,10 @@ import (
 
 // pageData returns the profile a page embeds.
 // pageProfile is the page's data as its script reads them: htmlData with
-// each stage's nodes decoded.
+// each stage's nodes decoded (its Stages hide htmlData's).
 type pageProfile struct {
-	Event   string      `json:"event"`
-	Type    string      `json:"type"`
-	Unit    string      `json:"unit"`
-	Names   []string    `json:"names"`
-	Module  []int32     `json:"module"`
-	Kind    string      `json:"kind"`
-	Modules []string    `json:"modules"`
-	Stages  []pageStage `json:"stages"`
+	htmlData
+	Stages []pageStage `json:"stages"`
 }
 
 type pageStage struct {
