@@ -225,8 +225,8 @@ func TestAttachJavaStarted(t *testing.T) {
 
 // TestAttachJavaRefused: a JVM run with -XX:+DisableAttachMechanism is
 // counted refused once the attach's wait ends, and a wait longer than the
-// recording is cut short by its end, counted unfinished: the recording
-// ends on time either way. A JVM whose HOME does not exist is counted
+// recording is cut short by its end, counted unfinished: the recording is
+// not held by the wait either way. A JVM whose HOME does not exist is counted
 // refused at once, the agent not loaded into it.
 func TestAttachJavaRefused(t *testing.T) {
 	classes := workClasses(t)
@@ -251,8 +251,13 @@ func TestAttachJavaRefused(t *testing.T) {
 			if res.Java != tt.want {
 				t.Errorf("%+v, want %+v", res.Java, tt.want)
 			}
-			if ratio := res.Elapsed.Seconds() / tt.duration.Seconds(); ratio > 1.5 {
-				t.Errorf("the recording took %.1f times its duration", ratio)
+			// Held by a wait for the attach, the recording would end with
+			// the attach's timeout, a minute; its end takes a little longer
+			// than its duration, and seconds longer under a suite's load
+			// (1.3 s once: a bound of half its 1 s duration failed there).
+			// A wait shorter than the recording holds nothing.
+			if over := res.Elapsed - tt.duration; tt.timeout > tt.duration && over > tt.timeout/10 {
+				t.Errorf("the recording took %v past its duration: held by the attach's wait of up to %v", over.Round(time.Millisecond), tt.timeout)
 			}
 			if maps, err := os.ReadFile(procfs.Host.Path(uint32(tt.jvm.Process.Pid), "maps")); err != nil || strings.Contains(string(maps), "libjitprof-jvmti") {
 				t.Errorf("the JVM maps jitprof's agent (%v)", err)
