@@ -19,14 +19,15 @@ import (
 // a frame of distinct stacks.
 type stackTable struct {
 	frames contract.Frames
-	places []uint32      // stack i is at places[i] in frames, its depth up to places[i+1]; stack 0 is the empty one
+	places []uint32      // of stack i in frames; stack 0 is the empty one
+	depths []uint32      // of stack i
 	ids    idindex.Index // of the stacks but the empty one, by their locations
 	hash   func(locs []uint32) uint64
 }
 
 func newStackTable() *stackTable {
 	seed := maphash.MakeSeed()
-	return &stackTable{places: []uint32{0, 0}, ids: idindex.New(0), hash: func(locs []uint32) uint64 {
+	return &stackTable{places: []uint32{0}, depths: []uint32{0}, ids: idindex.New(0), hash: func(locs []uint32) uint64 {
 		return maphash.Bytes(seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(locs))), 4*len(locs)))
 	}}
 }
@@ -42,16 +43,16 @@ func (t *stackTable) intern(locs []uint32) uint32 {
 	if id != 0 {
 		return id
 	}
-	id = uint32(len(t.places) - 1)
-	t.frames.Add(locs)
-	t.places = append(grown(t.places, 1), t.frames.Len())
+	id = uint32(len(t.places))
+	t.places = append(grown(t.places, 1), t.frames.Add(locs))
+	t.depths = append(grown(t.depths, 1), uint32(len(locs)))
 	t.ids.Add(i, id, h, func(id uint32) uint64 { return t.hash(t.stack(id)) })
 	return id
 }
 
 // place returns where stack id is in the frames, and its depth.
 func (t *stackTable) place(id uint32) (uint32, uint32) {
-	return t.places[id], t.places[id+1] - t.places[id]
+	return t.places[id], t.depths[id]
 }
 
 // stack returns the locations of stack id, leaf first: the table's own,

@@ -48,7 +48,7 @@ func TestStackTable(t *testing.T) {
 				}
 				seen[id] = true
 			}
-			if got, want := len(tab.places)-2, len(ids); got != want {
+			if got, want := len(tab.places)-1, len(ids); got != want {
 				t.Errorf("%d stacks kept, want %d", got, want)
 			}
 			id, _ := tab.called(4, tab.intern([]uint32{1, 2}), nil)

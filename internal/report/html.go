@@ -343,23 +343,50 @@ func (b *flameBuilder) add(stage string, m *model, commRoot bool) []int32 {
 			t.pageOf[l] = frames[f]
 		}
 	}
+	// The paths are sorted by the ranks of their frames from the root, a
+	// shorter one first where one is the start of the other. Each is
+	// sorted with the ranks of its first frames beside it, which decide
+	// most comparisons: looking a path's frames up goes through its
+	// sample, its stack and each frame's, several cache misses, which a
+	// million samples' sort made 2.3 s of a 7 s report.
+	type sortKey struct {
+		sample int32
+		first  [3]int32 // ranks; -1 past the path's end
+	}
 	var count int64
-	t.paths = make([]int32, 0, len(m.samples))
+	keys := make([]sortKey, 0, len(m.samples))
 	for i := range m.samples {
 		if s := &m.samples[i]; s.value != 0 {
 			count += s.count
-			t.paths = append(t.paths, int32(i))
+			k := sortKey{sample: int32(i)}
+			p := t.path(int32(i))
+			for d := range k.first {
+				k.first[d] = -1
+				if d < p.len() {
+					k.first[d] = rank[p.at(d)]
+				}
+			}
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(t.paths, func(x, y int32) int {
-		px, py := t.path(x), t.path(y)
-		for d := range min(px.len(), py.len()) {
+	slices.SortFunc(keys, func(x, y sortKey) int {
+		for d := range x.first {
+			if c := cmp.Compare(x.first[d], y.first[d]); c != 0 || x.first[d] < 0 {
+				return c
+			}
+		}
+		px, py := t.path(x.sample), t.path(y.sample)
+		for d := len(x.first); d < min(px.len(), py.len()); d++ {
 			if c := cmp.Compare(rank[px.at(d)], rank[py.at(d)]); c != 0 {
 				return c
 			}
 		}
 		return cmp.Compare(px.len(), py.len())
 	})
+	t.paths = make([]int32, len(keys))
+	for k, key := range keys {
+		t.paths[k] = key.sample
+	}
 	t.root = b.frame("all", "", 'r')
 	t.shared = make([]int32, len(t.paths))
 	// The frames a node merges are named now, before the page's frames
