@@ -461,13 +461,14 @@ func (t *flameTree) len(i int32) int {
 // command's with CommRoot, then its stack's.
 type flamePath struct {
 	t     *flameTree
+	n     int   // frames, t.len's
 	comm  int32 // the page's frame of the command; -1 without CommRoot
 	stack frameList
 }
 
 func (t *flameTree) path(i int32) flamePath {
 	s := &t.m.samples[i]
-	p := flamePath{t: t, comm: -1, stack: t.m.stack(s)}
+	p := flamePath{t: t, n: t.len(i), comm: -1, stack: t.m.stack(s)}
 	if p.stack.frameOf != nil {
 		p.stack.frameOf = t.pageOf // its frames are the page's
 	}
@@ -477,12 +478,7 @@ func (t *flameTree) path(i int32) flamePath {
 	return p
 }
 
-func (p *flamePath) len() int {
-	if p.comm >= 0 {
-		return p.stack.len() + 1
-	}
-	return p.stack.len()
-}
+func (p *flamePath) len() int { return p.n }
 
 // at returns the page's frame at depth d from the root.
 func (p *flamePath) at(d int) int32 {
