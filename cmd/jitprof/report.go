@@ -79,6 +79,13 @@ func (s *sampleFlags) unpack() error {
 	x, err := archive.Extract(ctx, s.opts.Input, "")
 	extracted <- x
 	if err != nil {
+		if ctx.Err() != nil {
+			// A signal stopped the unpacking: the watcher raises it
+			// again once the directory is gone, which ends jitprof as
+			// the signal would have. Returning now raced it, and
+			// jitprof ended with status 1 instead.
+			<-s.watched
+		}
 		return &exitError{code: 1, err: err}
 	}
 	s.unpacked = x
