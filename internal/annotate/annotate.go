@@ -290,8 +290,8 @@ func notFound(p *contract.Profile, symbol string) error {
 	seen := make([]bool, len(p.Strings)) // by the number of a name reports give
 	byName := make(map[uint32]*candidate)
 	want := strings.ToLower(symbol)
-	for li := range p.Locations {
-		lines := p.LinesOf(&p.Locations[li])
+	for li := range p.Locations.Len() {
+		lines := p.LinesOf(p.Locations.At(li))
 		for i, ln := range lines {
 			fn := p.Function(ln.Function)
 			if fn == nil {

@@ -208,7 +208,7 @@ func runtimeFile(path string) entry {
 // named tells whether a location of mapping id has a name: only then were
 // the running kernel's symbols the recorded kernel's.
 func named(p *contract.Profile, id uint32) bool {
-	for _, l := range p.Locations {
+	for _, l := range p.Locations.All() {
 		if l.Mapping == id && l.NLines > 0 {
 			return true
 		}

@@ -7,6 +7,7 @@
 package arena
 
 import (
+	"iter"
 	"strings"
 	"unsafe"
 )
@@ -64,6 +65,26 @@ func (l *List[T]) At(i int) *T { return &l.chunks[i/ListChunk][i%ListChunk] }
 
 // Len returns how many values l holds.
 func (l *List[T]) Len() int { return l.n }
+
+// DropBefore lets the arrays that hold only values before i go: those
+// values are read no more (At panics for them).
+func (l *List[T]) DropBefore(i int) {
+	for c := range l.chunks[:min(i/ListChunk, len(l.chunks))] {
+		l.chunks[c] = nil
+	}
+}
+
+// All yields l's values in order, with their numbers, to be changed in
+// place if need be.
+func (l *List[T]) All() iter.Seq2[int, *T] {
+	return func(yield func(int, *T) bool) {
+		for i := range l.n {
+			if !yield(i, &l.chunks[i/ListChunk][i%ListChunk]) {
+				return
+			}
+		}
+	}
+}
 
 // Slice returns l's values in one slice, and empties l.
 func (l *List[T]) Slice() []T {

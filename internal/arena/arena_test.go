@@ -52,6 +52,11 @@ func TestList(t *testing.T) {
 	if l.Len() != n || *l.At(n - 1) != n-1 || *l.At(ListChunk + 1) != ListChunk+1001 {
 		t.Fatalf("%d values; the last %d, value %d %d", l.Len(), *l.At(n - 1), ListChunk+1, *l.At(ListChunk + 1))
 	}
+	for i, v := range l.All() {
+		if want := *l.At(i); *v != want {
+			t.Fatalf("All gave %d as value %d, want %d", *v, i, want)
+		}
+	}
 	s := l.Slice()
 	for i, v := range s {
 		want := int64(i)
@@ -64,5 +69,30 @@ func TestList(t *testing.T) {
 	}
 	if len(s) != n || cap(s) != n || l.Len() != 0 {
 		t.Errorf("slice of %d (room for %d), %d left in the list", len(s), cap(s), l.Len())
+	}
+}
+
+// TestListDropBefore: dropping the values before one lets go of exactly
+// the arrays that hold none after it: the rest stay readable.
+func TestListDropBefore(t *testing.T) {
+	var l List[int64]
+	const n = 3*ListChunk + 5
+	for i := range n {
+		l.Add(int64(i))
+	}
+	l.DropBefore(2*ListChunk + 1) // the third array holds values after it
+	for i := 2 * ListChunk; i < n; i++ {
+		if *l.At(i) != int64(i) {
+			t.Fatalf("value %d is %d after the drop", i, *l.At(i))
+		}
+	}
+	for i, c := range l.chunks {
+		if (c == nil) != (i < 2) {
+			t.Errorf("array %d dropped: %v, want %v", i, c == nil, i < 2)
+		}
+	}
+	l.DropBefore(10 * n) // past the end: every array
+	if l.chunks[3] != nil {
+		t.Error("the last array stays after a drop past the end")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/arena"
 )
 
 // A Profile is what the analysis hands the renderers: a pprof profile's
@@ -34,7 +36,9 @@ type Profile struct {
 	Strings   []string
 	Mappings  []Mapping
 	Functions []Function
-	Locations []Location
+	// Locations are in chunks: a profile of deep distinct stacks has
+	// millions, made as the aggregator's records of them go.
+	Locations arena.List[Location]
 	Lines     []Line
 	Samples   []Sample
 	// Stacks holds the samples' locations, each stack leaf first; samples
@@ -62,7 +66,8 @@ type Function struct {
 	StartLine                  int64
 }
 
-// A Location is pprof's Location: its lines are Lines[Line:Line+NLines].
+// A Location is pprof's Location: its lines are Lines[Line:Line+NLines],
+// which other locations may share (read them, never change them).
 type Location struct {
 	Address      uint64
 	Mapping      uint32 // number; 0 for none
@@ -134,7 +139,7 @@ func (p *Profile) Function(id uint32) *Function {
 }
 
 // Location returns location number id.
-func (p *Profile) Location(id uint32) *Location { return &p.Locations[id-1] }
+func (p *Profile) Location(id uint32) *Location { return p.Locations.At(int(id - 1)) }
 
 // LinesOf returns l's lines, innermost first.
 func (p *Profile) LinesOf(l *Location) []Line {
@@ -201,7 +206,7 @@ func (p *Profile) PProf() *profile.Profile {
 		DurationNanos:     p.DurationNanos,
 		Mapping:           make([]*profile.Mapping, len(p.Mappings)),
 		Function:          make([]*profile.Function, len(p.Functions)),
-		Location:          make([]*profile.Location, len(p.Locations)),
+		Location:          make([]*profile.Location, p.Locations.Len()),
 		Sample:            make([]*profile.Sample, len(p.Samples)),
 	}
 	for _, st := range p.SampleType {
@@ -221,8 +226,8 @@ func (p *Profile) PProf() *profile.Profile {
 			ID: uint64(i + 1), Name: p.Strings[f.Name], SystemName: p.Strings[f.SystemName], Filename: p.Strings[f.Filename], StartLine: f.StartLine,
 		}
 	}
-	for i := range p.Locations {
-		l := &p.Locations[i]
+	for i := range p.Locations.Len() {
+		l := p.Locations.At(i)
 		loc := &profile.Location{ID: uint64(i + 1), Address: l.Address, IsFolded: l.IsFolded}
 		if l.Mapping != 0 {
 			loc.Mapping = pp.Mapping[l.Mapping-1]
@@ -344,7 +349,7 @@ func FromPProf(pp *profile.Profile) *Profile {
 			}
 			loc.Line, loc.NLines = uint32(len(p.Lines)), uint32(len(lines))
 			p.Lines = append(p.Lines, lines...)
-			p.Locations = append(p.Locations, loc)
+			p.Locations.Add(loc)
 		})
 	}
 	// The listed objects first, in their order, so that numbers are places.

@@ -118,8 +118,8 @@ func TestFromPProfNumbering(t *testing.T) {
 	if got := describe(c.PProf()); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if len(c.Mappings) != 3 || len(c.Locations) != 4 || len(c.Functions) != 4 {
-		t.Errorf("%d mappings, %d locations, %d functions; want 3, 4, 4", len(c.Mappings), len(c.Locations), len(c.Functions))
+	if len(c.Mappings) != 3 || c.Locations.Len() != 4 || len(c.Functions) != 4 {
+		t.Errorf("%d mappings, %d locations, %d functions; want 3, 4, 4", len(c.Mappings), c.Locations.Len(), len(c.Functions))
 	}
 }
 

@@ -127,7 +127,7 @@ func (t *stringTable) add(s string, kept bool) uint32 {
 // their mappings and functions, and drops the aggregator's record of them.
 func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	// Mappings and functions are found again by their keys through
-	// indexes that hold, for each, the location that made it, whose frame
+	// indexes that hold, for each, what made it (keyRef), whose frame
 	// gives the key back, and the top half of its key's hash, which spares
 	// making the frames of the others met on the way: a map of the keys,
 	// or a list of them, cost 30 to 100 bytes a function at a million
@@ -157,7 +157,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 	p.Mappings = make([]contract.Mapping, 0, ownMappings+64)
 	mappingMade := make([]made, 0, cap(p.Mappings)) // by place in p.Mappings
 	jitBuildID := strs.id(contract.JITBuildID)
-	mappingOf := func(loc uint32, fr symbolize.Frame) uint32 {
+	mappingOf := func(ref uint32, fr symbolize.Frame) uint32 {
 		if fr.Module == nil {
 			return 0
 		}
@@ -165,7 +165,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		h := maphash.Comparable(seed, key)
 		id, i := mappings.Find(h, func(id uint32) bool {
 			m := mappingMade[id-1]
-			return m.is(h) && mappingKeyOf(a.frame(m.loc)) == key
+			return m.is(h) && mappingKeyOf(a.keyFrame(m.ref)) == key
 		})
 		if id == 0 {
 			m := contract.Mapping{
@@ -182,7 +182,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				m.BuildID = strs.id(hex.EncodeToString(fr.Module.BuildID))
 			}
 			p.Mappings = append(grown(p.Mappings, 1), m)
-			mappingMade = append(grown(mappingMade, 1), madeBy(loc, h))
+			mappingMade = append(grown(mappingMade, 1), madeBy(ref, h))
 			id = uint32(len(p.Mappings))
 			mappings.Add(i, id, h, func(id uint32) uint64 { return mappingMade[id-1].hash() })
 		}
@@ -243,13 +243,27 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 		}
 		return id
 	}
-	p.Locations = make([]contract.Location, a.locs.Len())
-	p.Lines = make([]contract.Line, 0, a.locs.Len())
+	// Locations of one function at one line share their Line: a profile of
+	// deep distinct stacks has millions of addresses in a few hundred
+	// thousand functions, 16 bytes a line. sharedLine remembers the last
+	// lone line each function made (its place + 1), and is needed only
+	// where some function has more than one location.
+	var sharedLine []uint32
+	if a.locs.Len() > len(a.fns) {
+		sharedLine = make([]uint32, len(a.fns))
+	}
+	p.Lines = make([]contract.Line, 0, len(a.fns))
 	for i := range a.locs.Len() {
+		if i%arena.ListChunk == 0 {
+			// The locations made are read no more (keyRef): their
+			// arrays go as the profile's take room.
+			a.locs.DropBefore(i)
+		}
 		fr := a.frame(uint32(i))
-		loc := contract.Location{Mapping: mappingOf(uint32(i), fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
+		ref := a.keyRef(uint32(i))
+		loc := contract.Location{Mapping: mappingOf(ref, fr), Address: fr.Addr, Line: uint32(len(p.Lines))}
 		if fr.Symbol.Name == "" {
-			p.Locations[i] = loc
+			p.Locations.Add(loc)
 			continue
 		}
 		var file string
@@ -276,7 +290,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 				h = maphash.Comparable(seed, key)
 				id, slot = functions.Find(h, func(id uint32) bool {
 					m := functionMade[id-1]
-					return m.is(h) && functionKeyOf(a.frame(m.loc)) == key
+					return m.is(h) && functionKeyOf(a.keyFrame(m.ref)) == key
 				})
 			}
 			if id == 0 {
@@ -292,7 +306,7 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 					for len(functionMade) < len(p.Functions) { // inlined functions have none
 						functionMade = append(grown(functionMade, 1), made{})
 					}
-					functionMade[id-1] = madeBy(uint32(i), h)
+					functionMade[id-1] = madeBy(ref, h)
 					functions.Add(slot, id, h, func(id uint32) uint64 { return functionMade[id-1].hash() })
 				}
 			}
@@ -323,19 +337,49 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			// named is all that is known of the code: its start.
 			ln.Line, ln.Column = fn.StartLine, startColumns[id]
 		}
-		p.Lines = append(grown(p.Lines, 1), ln)
 		loc.NLines = uint32(len(chain) + 1)
-		p.Locations[i] = loc
+		if sharedLine != nil && len(chain) == 0 {
+			if at := sharedLine[agg]; at != 0 && p.Lines[at-1] == ln {
+				loc.Line = at - 1
+				p.Locations.Add(loc)
+				continue
+			}
+			sharedLine[agg] = uint32(len(p.Lines)) + 1
+		}
+		p.Lines = append(grown(p.Lines, 1), ln)
+		p.Locations.Add(loc)
 	}
 	a.locs, a.fns, a.oddFrames, a.others, a.dumps = arena.List[location]{}, nil, nil, nil, nil
 }
 
-// made is the location that made a mapping or function of the profile,
-// and the top half of the hash of their key: enough for an index, whose
-// slot for a hash is in its top bits.
-type made struct{ loc, top uint32 }
+// made is what made a mapping or function of the profile (a keyRef), and
+// the top half of the hash of their key: enough for an index, whose slot
+// for a hash is in its top bits.
+type made struct{ ref, top uint32 }
 
-func madeBy(loc uint32, h uint64) made { return made{loc, uint32(h >> 32)} }
+func madeBy(ref uint32, h uint64) made { return made{ref, uint32(h >> 32)} }
+
+// oddRef marks a keyRef that is a location's number, not its function's.
+const oddRef = 1 << 31
+
+// keyRef returns what gives the mapping and function keys of location
+// i back once the aggregator's record of it is gone: its function, whose
+// frame is the location's but for the address, or, for a location whose
+// frame differs from its function's (oddFrames, which stay), its number.
+func (a *aggregator) keyRef(i uint32) uint32 {
+	if _, odd := a.oddFrames[i]; odd {
+		return i | oddRef
+	}
+	return a.locs.At(int(i)).fn
+}
+
+// keyFrame returns the frame keyRef ref stands for, without its address.
+func (a *aggregator) keyFrame(ref uint32) symbolize.Frame {
+	if ref&oddRef != 0 {
+		return a.oddFrames[ref&^oddRef]
+	}
+	return a.fnFrame(ref)
+}
 
 // is tells whether a key of hash h may be m's.
 func (m made) is(h uint64) bool { return m.top == uint32(h>>32) }
@@ -416,8 +460,8 @@ func putMainFirst(p *contract.Profile, strs *stringTable, exe symbolize.Frame) {
 	p.Mappings[0] = main
 	// Mapping i+1 is now 1, and those before it one further.
 	moved := uint32(i + 1)
-	for j := range p.Locations {
-		switch m := &p.Locations[j].Mapping; {
+	for _, l := range p.Locations.All() {
+		switch m := &l.Mapping; {
 		case *m == moved:
 			*m = 1
 		case *m != 0 && *m < moved:

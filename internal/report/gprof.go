@@ -111,8 +111,8 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 		}
 		// A location's places are looked up once: stacks share their
 		// callers.
-		located := make([]span, len(p.Locations)+1)
-		places := make([]gmon.PC, 0, len(p.Locations))
+		located := make([]span, p.Locations.Len()+1)
+		places := make([]gmon.PC, 0, p.Locations.Len())
 		seen := make(map[gmon.Arc]bool)
 		for si := range p.Samples {
 			values := p.Value(si)

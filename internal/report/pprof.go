@@ -34,7 +34,7 @@ func writePProf(w io.Writer, p *contract.Profile) error {
 	for i := range p.Mappings {
 		e.mapping(i)
 	}
-	for i := range p.Locations {
+	for i := range p.Locations.Len() {
 		e.location(i)
 	}
 	for i := range p.Functions {
@@ -235,7 +235,7 @@ func (e *pprofEncoder) mapping(i int) {
 }
 
 func (e *pprofEncoder) location(i int) {
-	l := &e.p.Locations[i]
+	l := e.p.Locations.At(i)
 	b := appendUint64Opt(e.msg[:0], 1, uint64(i+1))
 	b = appendUint64Opt(b, 2, uint64(l.Mapping))
 	b = appendUint64Opt(b, 3, l.Address)

@@ -376,7 +376,7 @@ func newModel(p *contract.Profile, value int) (*model, error) {
 	// Most functions are a frame; large slices grown by appending would
 	// allocate several times their size.
 	m.frames = make([]frame, 0, len(p.Functions)+1)
-	b.located = make([]span, len(p.Locations)+1)
+	b.located = make([]span, p.Locations.Len()+1)
 	b.byFunction = make([]placed, len(p.Functions)+1)
 	b.byMapping = make([]mapped, len(p.Mappings)+1)
 	// The locations are resolved first, in the order the stacks are made
