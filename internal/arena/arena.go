@@ -86,13 +86,13 @@ func (l *List[T]) All() iter.Seq2[int, *T] {
 	}
 }
 
-// Slice returns l's values in one slice, and empties l.
-func (l *List[T]) Slice() []T {
-	out := make([]T, 0, l.n)
+// Arrays returns l's arrays, each cut to the values it holds, to be
+// changed in place if need be: values 0 to ListChunk-1 first. Not for a
+// list whose first arrays were dropped.
+func (l *List[T]) Arrays() [][]T {
+	out := make([][]T, len(l.chunks))
 	for i, c := range l.chunks {
-		out = append(out, c[:min(ListChunk, l.n-i*ListChunk)]...)
-		l.chunks[i] = nil
+		out[i] = c[:min(ListChunk, l.n-i*ListChunk)]
 	}
-	*l = List[T]{}
 	return out
 }

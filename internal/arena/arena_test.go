@@ -57,18 +57,24 @@ func TestList(t *testing.T) {
 			t.Fatalf("All gave %d as value %d, want %d", *v, i, want)
 		}
 	}
-	s := l.Slice()
-	for i, v := range s {
+	var got []int64
+	for _, a := range l.Arrays() {
+		if len(a) > ListChunk {
+			t.Fatalf("an array of %d values, more than %d", len(a), ListChunk)
+		}
+		got = append(got, a...)
+	}
+	for i, v := range got {
 		want := int64(i)
 		if i == ListChunk+1 {
 			want += 1000
 		}
 		if v != want {
-			t.Fatalf("slice[%d] = %d, want %d", i, v, want)
+			t.Fatalf("value %d of the arrays is %d, want %d", i, v, want)
 		}
 	}
-	if len(s) != n || cap(s) != n || l.Len() != 0 {
-		t.Errorf("slice of %d (room for %d), %d left in the list", len(s), cap(s), l.Len())
+	if len(got) != n {
+		t.Errorf("the arrays hold %d values, want %d", len(got), n)
 	}
 }
 

@@ -36,10 +36,10 @@ func BenchmarkWriteGmonScale(b *testing.B) {
 	for i := range p.Symbols {
 		p.Symbols[i] = Symbol{Name: "f", Size: 100}
 	}
-	prof := &Profile{Rate: 4000, Samples: make(map[PC]uint64, n), Arcs: make([]ArcCount, 0, n)}
+	prof := &Profile{Rate: 4000, Samples: make(map[PC]uint64, n)}
 	for i := 1; i <= n; i++ {
 		prof.Samples[PC{i, uint64(i*7) % 100}]++
-		prof.Arcs = append(prof.Arcs, ArcCount{Arc{PC{0, 10}, i}, 1})
+		prof.Arcs.Add(ArcCount{Arc{PC{0, 10}, i}, 1})
 	}
 	l := p.Layout(prof)
 	b.ReportAllocs()

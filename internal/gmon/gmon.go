@@ -19,12 +19,16 @@ package gmon
 
 import (
 	"cmp"
+	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/jitprof/jitprof/internal/arena"
 )
 
 // Symbol is one function incarnation: what gets a symbol and an address
@@ -74,9 +78,10 @@ type Profile struct {
 	Dimension string
 	Samples   map[PC]uint64
 	// Arcs are the calls counted, each arc once, in any order: WriteGmon
-	// sorts them in place. A slice, not a map: a profile of deep stacks
-	// has millions of arcs.
-	Arcs []ArcCount
+	// sorts each of the list's arrays in place and writes them merged. A
+	// list, not a map, nor one slice, which a list of millions (a profile
+	// of deep distinct stacks) would be copied into to be sorted.
+	Arcs arena.List[ArcCount]
 	// Unaccounted counts samples in no known code; gprof shows them as
 	// the function _unaccounted_, as Kaffe's xprof did.
 	Unaccounted uint64
@@ -106,6 +111,22 @@ const binBytes = 2
 // as several records.
 const maxBin = math.MaxUint16
 
+// MaxFunctionBytes bounds the range a function is laid out over: a size
+// comes from files other users write (a perf map line may claim a
+// terabyte), and sums of such sizes would overflow the text's addresses.
+// Offsets past it count in the function's last bytes.
+const MaxFunctionBytes = 1 << 30
+
+// clampOffset is where an offset into a function is laid out.
+func clampOffset(off uint64) uint64 { return min(off, MaxFunctionBytes-1) }
+
+// histGap is the most empty bins one histogram record spans between
+// sampled ones: a function's histogram is written as records over the runs
+// of its sampled bins, so that its size follows the samples, not the
+// function's length. A function of up to histGap bins gets one record over
+// all of it.
+const histGap = 4096
+
 // Layout is where the Program's functions are in the synthetic text.
 type Layout struct {
 	Unaccounted uint64   // the address of _unaccounted_, one bin long
@@ -120,14 +141,14 @@ type Layout struct {
 func (p *Program) Layout(profiles ...*Profile) *Layout {
 	need := make([]uint64, len(p.Symbols))
 	for i, f := range p.Symbols {
-		need[i] = max(f.Size, 1)
+		need[i] = max(min(f.Size, MaxFunctionBytes), 1)
 	}
 	for _, prof := range profiles {
 		for pc := range prof.Samples {
-			need[pc.Func] = max(need[pc.Func], pc.Offset+1)
+			need[pc.Func] = max(need[pc.Func], clampOffset(pc.Offset)+1)
 		}
-		for _, a := range prof.Arcs {
-			need[a.From.Func] = max(need[a.From.Func], a.From.Offset+1)
+		for _, a := range prof.Arcs.All() {
+			need[a.From.Func] = max(need[a.From.Func], clampOffset(a.From.Offset)+1)
 		}
 	}
 	l := &Layout{TextStart: textBase, Unaccounted: textBase, Start: make([]uint64, len(need)), End: make([]uint64, len(need))}
@@ -167,56 +188,38 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 	b = o.AppendUint32(b, gmonVersion)
 	b = append(b, make([]byte, 12)...)
 
-	// One histogram per sampled function, bins relative to its start, in
-	// the order of the layout; _unaccounted_ is the function before all
-	// others. The samples sorted by function fill one function's bins at
-	// a time.
-	type hist struct {
-		start, end uint64
-		pcs        []PC // the function's sampled places
-	}
+	// Histograms in the order of the layout, _unaccounted_'s first (the
+	// function before all others), then each sampled function's: a record
+	// over each run of its sampled bins (histGap), bins relative to the
+	// run's start. The samples sorted by place fill one run at a time.
 	// Slices sized ahead, not collected: grown by appending, a large one
 	// allocates several times its size.
 	pcs := slices.AppendSeq(make([]PC, 0, len(prof.Samples)), maps.Keys(prof.Samples))
-	slices.SortFunc(pcs, func(x, y PC) int { return cmp.Compare(x.Func, y.Func) })
-	hists := make([]hist, 0, len(pcs)+1)
-	if prof.Unaccounted > 0 {
-		hists = append(hists, hist{start: l.Unaccounted, end: l.Unaccounted + binBytes})
+	slices.SortFunc(pcs, func(x, y PC) int { return cmp.Or(cmp.Compare(x.Func, y.Func), cmp.Compare(x.Offset, y.Offset)) })
+	for _, pc := range pcs {
+		if pc.Func < 0 || pc.Func >= len(l.Start) {
+			return fmt.Errorf("gmon: sample in function %d of %d", pc.Func, len(l.Start))
+		}
+		if size := l.End[pc.Func] - l.Start[pc.Func]; clampOffset(pc.Offset) >= size {
+			return fmt.Errorf("gmon: sample at offset %#x past the %d bytes laid out for function %d", pc.Offset, size, pc.Func)
+		}
 	}
-	for i := 0; i < len(pcs); {
-		f := pcs[i].Func
-		if f < 0 || f >= len(l.Start) {
-			return fmt.Errorf("gmon: sample in function %d of %d", f, len(l.Start))
-		}
-		start, end := l.Start[f], l.End[f]
-		j := i
-		for ; j < len(pcs) && pcs[j].Func == f; j++ {
-			if pcs[j].Offset >= end-start {
-				return fmt.Errorf("gmon: sample at offset %#x past the %d bytes laid out for function %d", pcs[j].Offset, end-start, f)
-			}
-		}
-		hists = append(hists, hist{start: start, end: end, pcs: pcs[i:j]})
-		i = j
+	var reused []uint64
+	zeroBins := func(n int) []uint64 {
+		reused = slices.Grow(reused[:0], n)[:n]
+		clear(reused)
+		return reused
 	}
-	var h []uint64
-	for _, k := range hists {
-		h = slices.Grow(h[:0], int((k.end-k.start)/binBytes))[:(k.end-k.start)/binBytes]
-		clear(h)
-		if k.pcs == nil {
-			h[0] = prof.Unaccounted
-		}
-		for _, pc := range k.pcs {
-			h[pc.Offset/binBytes] += prof.Samples[pc]
-		}
+	var d [15]byte
+	copy(d[:], dim)
+	write := func(start uint64, h []uint64) error {
 		for more := true; more; {
 			more = false
 			b = append(b, tagTimeHist)
-			b = o.AppendUint64(b, k.start)
-			b = o.AppendUint64(b, k.end)
+			b = o.AppendUint64(b, start)
+			b = o.AppendUint64(b, start+uint64(len(h))*binBytes)
 			b = o.AppendUint32(b, uint32(len(h)))
 			b = o.AppendUint32(b, prof.Rate)
-			var d [15]byte
-			copy(d[:], dim)
 			b = append(b, d[:]...)
 			b = append(b, dim[0])
 			for i, n := range h {
@@ -232,16 +235,53 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 			}
 			b = b[:0]
 		}
+		return nil
+	}
+	if prof.Unaccounted > 0 {
+		h := zeroBins(1)
+		h[0] = prof.Unaccounted
+		if err := write(l.Unaccounted, h); err != nil {
+			return err
+		}
+	}
+	bin := func(pc PC) uint64 { return clampOffset(pc.Offset) / binBytes }
+	for i := 0; i < len(pcs); {
+		f := pcs[i].Func
+		bins := (l.End[f] - l.Start[f]) / binBytes
+		j := i
+		for j < len(pcs) && pcs[j].Func == f {
+			j++
+		}
+		for k := i; k < j; {
+			lo, last := bin(pcs[k]), bin(pcs[k])
+			if k == i && lo <= histGap {
+				lo = 0
+			}
+			m := k + 1
+			for ; m < j && bin(pcs[m])-last <= histGap; m++ {
+				last = bin(pcs[m])
+			}
+			hi := last + 1
+			if m == j && bins-hi <= histGap {
+				hi = bins
+			}
+			h := zeroBins(int(hi - lo))
+			for _, pc := range pcs[k:m] {
+				h[bin(pc)-lo] += prof.Samples[pc]
+			}
+			if err := write(l.Start[f]+lo*binBytes, h); err != nil {
+				return err
+			}
+			k = m
+		}
+		i = j
 	}
 
-	slices.SortFunc(prof.Arcs, func(x, y ArcCount) int {
-		return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
-	})
-	for _, a := range prof.Arcs {
+	for a := range sortedArcs(&prof.Arcs) {
 		if a.From.Func < 0 || a.From.Func >= len(l.Start) || a.Callee < 0 || a.Callee >= len(l.Start) {
 			return fmt.Errorf("gmon: arc between functions %d and %d of %d", a.From.Func, a.Callee, len(l.Start))
 		}
-		from := l.Start[a.From.Func] + a.From.Offset
+		from := l.Start[a.From.Func] + clampOffset(a.From.Offset)
 		if from >= l.End[a.From.Func] {
 			return fmt.Errorf("gmon: arc from offset %#x past the end of function %d", a.From.Offset, a.From.Func)
 		}
@@ -264,4 +304,47 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 	}
 	_, err := w.Write(b)
 	return err
+}
+
+// sortedArcs sorts each of arcs' arrays in place and yields all the arcs
+// in order, merging the arrays.
+func sortedArcs(arcs *arena.List[ArcCount]) iter.Seq[*ArcCount] {
+	var h arcHeap
+	for _, part := range arcs.Arrays() {
+		slices.SortFunc(part, compareArcs)
+		if len(part) > 0 {
+			h = append(h, part)
+		}
+	}
+	heap.Init(&h)
+	return func(yield func(*ArcCount) bool) {
+		for len(h) > 0 {
+			if !yield(&h[0][0]) {
+				return
+			}
+			if h[0] = h[0][1:]; len(h[0]) > 0 {
+				heap.Fix(&h, 0)
+			} else {
+				heap.Pop(&h)
+			}
+		}
+	}
+}
+
+func compareArcs(x, y ArcCount) int {
+	return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
+}
+
+// arcHeap orders sorted arrays of arcs by their first.
+type arcHeap [][]ArcCount
+
+func (h arcHeap) Len() int           { return len(h) }
+func (h arcHeap) Less(i, j int) bool { return compareArcs(h[i][0], h[j][0]) < 0 }
+func (h arcHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *arcHeap) Push(x any)        { *h = append(*h, x.([]ArcCount)) }
+func (h *arcHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -2,6 +2,7 @@ package gmon
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
@@ -10,9 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -24,6 +27,8 @@ type readBack struct {
 	dim  string
 	bins map[uint64]uint64 // by bin address
 	arcs map[[2]uint64]uint64
+	// order is the arcs' addresses as written, a record each.
+	order [][2]uint64
 }
 
 // readGmon reads a gmon.out as binutils' gprof does, checking what gprof
@@ -85,7 +90,9 @@ func readGmon(data []byte, o binary.ByteOrder) (*readBack, error) {
 			if err := need(20); err != nil {
 				return nil, err
 			}
-			rb.arcs[[2]uint64{o.Uint64(data[off:]), o.Uint64(data[off+8:])}] += uint64(o.Uint32(data[off+16:]))
+			arc := [2]uint64{o.Uint64(data[off:]), o.Uint64(data[off+8:])}
+			rb.arcs[arc] += uint64(o.Uint32(data[off+16:]))
+			rb.order = append(rb.order, arc)
 			off += 20
 		default:
 			return nil, fmt.Errorf("offset %d: unknown tag %d", off-1, tag)
@@ -114,7 +121,7 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 	}
 	for pc, n := range prof.Samples {
 		if n > 0 {
-			want[l.Start[pc.Func]+pc.Offset/binBytes*binBytes] += n
+			want[l.Start[pc.Func]+clampOffset(pc.Offset)/binBytes*binBytes] += n
 		}
 	}
 	for addr, n := range want {
@@ -126,9 +133,9 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 		t.Errorf("%d bins hold samples, want %d", len(rb.bins), len(want))
 	}
 	wantArcs := map[[2]uint64]uint64{}
-	for _, a := range prof.Arcs {
+	for _, a := range prof.Arcs.All() {
 		if a.Count > 0 {
-			wantArcs[[2]uint64{l.Start[a.From.Func] + a.From.Offset, l.Start[a.Callee]}] += a.Count
+			wantArcs[[2]uint64{l.Start[a.From.Func] + clampOffset(a.From.Offset), l.Start[a.Callee]}] += a.Count
 		}
 	}
 	if fmt.Sprint(wantArcs) != fmt.Sprint(rb.arcs) {
@@ -144,6 +151,8 @@ func checkRoundTrip(t *testing.T, p *Program, prof *Profile) *readBack {
 
 func TestRoundTrip(t *testing.T) {
 	three := &Program{Symbols: []Symbol{{Name: "a", Size: 16}, {Name: "b", Size: 3}, {Name: "a", Size: 16}}}
+	long := &Program{Symbols: []Symbol{{Name: "a", Size: 16}, {Name: "long", Size: 1 << 20}}}
+	huge := &Program{Symbols: []Symbol{{Name: "huge", Size: 1 << 40}, {Name: "b", Size: 3}}} // as a perf map line may claim
 	tests := []struct {
 		name string
 		p    *Program
@@ -155,11 +164,55 @@ func TestRoundTrip(t *testing.T) {
 		{"odd offsets share a bin", three, &Profile{Rate: 4000, Samples: map[PC]uint64{{0, 4}: 1, {0, 5}: 2}}},
 		{"bins past u16", three, &Profile{Rate: 1, Samples: map[PC]uint64{{1, 0}: 3*maxBin + 5, {2, 1}: maxBin}, Unaccounted: maxBin + 1}},
 		{"offset past the size widens", three, &Profile{Rate: 1, Samples: map[PC]uint64{{1, 40}: 9}}},
+		{"a long function sampled far apart", long, &Profile{Rate: 1, Samples: map[PC]uint64{{1, 0}: 1, {1, 3 * histGap}: 2, {1, 1<<20 - 1}: 3, {1, 1 << 19}: 4}}},
+		{"a function claiming a terabyte", huge, &Profile{Rate: 1, Samples: map[PC]uint64{{0, 1 << 39}: 5, {0, 7}: 1}, Arcs: counted(map[Arc]uint64{{PC{0, 1 << 38}, 1}: 2})}},
 		{"arcs", three, &Profile{Rate: 1, Arcs: counted(map[Arc]uint64{{PC{0, 3}, 1}: 5, {PC{0, 9}, 1}: 2, {PC{1, 1}, 2}: math.MaxUint32 + 10})}},
 		{"samples dimension", three, &Profile{Rate: 1, Dimension: "samples", Samples: map[PC]uint64{{0, 1}: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { checkRoundTrip(t, tc.p, tc.prof) })
+	}
+}
+
+// TestWriteGmonFollowsSamples: a function's histogram costs what its
+// samples need, not what its length claims: a perf map line of a terabyte,
+// or a long function sampled in a few places, is a few small records.
+func TestWriteGmonFollowsSamples(t *testing.T) {
+	p := &Program{Symbols: []Symbol{{Name: "huge", Size: 1 << 40}, {Name: "long", Size: 1 << 28}}}
+	prof := &Profile{Rate: 1, Samples: map[PC]uint64{{0, 1 << 39}: 5, {0, 12}: 1, {1, 0}: 1, {1, 1<<28 - 1}: 1}}
+	l := p.Layout(prof)
+	if size := l.End[0] - l.Start[0]; size > MaxFunctionBytes {
+		t.Errorf("a function laid out over %d bytes, more than %d", size, MaxFunctionBytes)
+	}
+	var b bytes.Buffer
+	if err := WriteGmon(&b, binary.LittleEndian, l, prof); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > 64<<10 {
+		t.Errorf("gmon.out of %d bytes for 4 sampled places", b.Len())
+	}
+}
+
+// TestWriteGmonArcsInOrder: arcs counted in any order, across several of
+// the list's arrays, are written in the order of their addresses, each
+// once: the arrays sorted apart and merged.
+func TestWriteGmonArcsInOrder(t *testing.T) {
+	p := &Program{}
+	for range 50 {
+		p.Symbols = append(p.Symbols, Symbol{Name: "f", Size: 256})
+	}
+	arcs := map[Arc]uint64{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for len(arcs) < 3*arena.ListChunk+7 {
+		arcs[Arc{PC{rng.IntN(50), rng.Uint64N(256)}, rng.IntN(50)}] = 1 + rng.Uint64N(9)
+	}
+	prof := &Profile{Rate: 1, Arcs: counted(arcs)} // in the map's order
+	rb := checkRoundTrip(t, p, prof)
+	if len(rb.order) != len(arcs) {
+		t.Fatalf("%d arc records, want %d", len(rb.order), len(arcs))
+	}
+	if !slices.IsSortedFunc(rb.order, func(x, y [2]uint64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) }) {
+		t.Error("the arcs are not written in the order of their addresses")
 	}
 }
 
@@ -225,10 +278,12 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 		{Name: "loop.b$x", Size: 7},
 		{Name: "main", Size: 100},
 		{Name: `q"uote\d`, Size: 2},
-		{Name: "loop.b$x", Size: 7}, // a second incarnation of the same name
+		{Name: "loop.b$x", Size: 7},   // a second incarnation of the same name
+		{Name: "long", Size: 1 << 20}, // sampled far apart: several records
 	}}
-	prof := &Profile{Rate: 1000, Samples: map[PC]uint64{{0, 3}: 70000, {1, 6}: 5000, {2, 99}: 20000, {3, 0}: 1000, {4, 6}: 2000}, Unaccounted: 2000}
-	want := map[string]float64{"JS:*fib /app/a.js:1:10": 70, "loop.b$x": 7, "main": 20, `q"uote\d`: 1, UnaccountedName: 2}
+	prof := &Profile{Rate: 1000, Samples: map[PC]uint64{{0, 3}: 64000, {1, 6}: 5000, {2, 99}: 20000, {3, 0}: 1000, {4, 6}: 2000,
+		{5, 10}: 2000, {5, 1 << 19}: 2000, {5, 1<<20 - 1}: 2000}, Unaccounted: 2000}
+	want := map[string]float64{"JS:*fib /app/a.js:1:10": 64, "loop.b$x": 7, "main": 20, `q"uote\d`: 1, "long": 6, UnaccountedName: 2}
 	l := p.Layout(prof)
 	dir := t.TempDir()
 	m, o, err := HostMachine()
@@ -293,10 +348,10 @@ func TestGprofReadsBothSymbolFiles(t *testing.T) {
 }
 
 // counted lists arcs as a Profile holds them.
-func counted(arcs map[Arc]uint64) []ArcCount {
-	var out []ArcCount
+func counted(arcs map[Arc]uint64) arena.List[ArcCount] {
+	var out arena.List[ArcCount]
 	for a, n := range arcs {
-		out = append(out, ArcCount{a, n})
+		out.Add(ArcCount{a, n})
 	}
 	return out
 }

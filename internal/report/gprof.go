@@ -167,8 +167,8 @@ func gprofProgram(files *contract.Files, ps ...*contract.Profile) (*gmon.Program
 			for pc, ns := range prof.Samples {
 				prof.Samples[pc] = ticks(ns)
 			}
-			for i := range prof.Arcs {
-				prof.Arcs[i].Count = ticks(prof.Arcs[i].Count)
+			for _, a := range prof.Arcs.All() {
+				a.Count = ticks(a.Count)
 			}
 			prof.Unaccounted = (prof.Unaccounted + uint64(timeTick/2)) / uint64(timeTick)
 		}
@@ -224,11 +224,12 @@ func (t *arcTable) at(a gmon.Arc) *gmon.ArcCount {
 	return t.arc(id)
 }
 
-// list returns the arcs in one slice, as gmon.Profile holds them, and
-// empties the table.
-func (t *arcTable) list() []gmon.ArcCount {
-	t.ids = idindex.Index{}
-	return t.arcs.Slice()
+// list returns the arcs as gmon.Profile holds them, and empties the
+// table.
+func (t *arcTable) list() arena.List[gmon.ArcCount] {
+	arcs := t.arcs
+	*t = arcTable{}
+	return arcs
 }
 
 // rate tells what one sample is worth: for the clock events, which count

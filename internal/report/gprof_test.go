@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/dumpindex/synth"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/gmon"
 	"github.com/jitprof/jitprof/internal/perfprof"
@@ -213,5 +215,39 @@ func TestGprofNode(t *testing.T) {
 	graph := fixtures.RunGprof(t, "-q", symbols, gmonOut)
 	if strings.Count(graph, "\n") < 50 || !strings.Contains(graph, "/") {
 		t.Errorf("gprof's call graph of node shows no calls:\n%.2000s", graph)
+	}
+}
+
+// TestGprofHostilePerfMap: a perf map line, which any process may write,
+// claiming a terabyte of code around a sampled address costs the gmon
+// output what the samples need: it used to size the function's histogram
+// by the claim, and the report died out of memory.
+func TestGprofHostilePerfMap(t *testing.T) {
+	dir := t.TempDir()
+	const pid, anon = 4242, 0x50000000
+	claim := fmt.Sprintf("%x 10000000000 huge\n", anon) // 1 TiB
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("perf-%d.map", pid)), []byte(claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := synth.NewRecording()
+	rec.Comm(pid, pid, "mono")
+	rec.Map(pid, anon, 0x10000, "//anon")
+	for range 10 {
+		rec.Sample(pid, anon+0x10)
+	}
+	data := filepath.Join(dir, "perf.data")
+	if err := rec.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	_, prog, symbols, gmonOut := gprofFiles(t, data)
+	if len(prog.Symbols) != 1 || prog.Symbols[0].Name != "huge" {
+		t.Fatalf("symbols %+v, want huge", prog.Symbols)
+	}
+	if fi, err := os.Stat(gmonOut); err != nil || fi.Size() > 64<<10 {
+		t.Errorf("gmon.out: %v, %d bytes for one sampled place", err, fi.Size())
+	}
+	shares, _ := fixtures.FlatShares(t, fixtures.RunGprof(t, "-p", symbols, gmonOut))
+	if shares["huge"] != 100 {
+		t.Errorf("gprof's shares %v, want all in huge", shares)
 	}
 }
