@@ -27,6 +27,7 @@ type elfFile struct {
 	path string
 	f    *elf.File
 	file *os.File // what f reads; nil for an image in memory
+	size uint64   // of what f reads: sections' headers may claim more
 	syms *elfsym.Table
 }
 
@@ -42,13 +43,19 @@ func openELF(path string) (*elfFile, error) {
 		syms.Close()
 		return nil, err
 	}
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		syms.Close()
+		return nil, err
+	}
 	f, err := elf.NewFile(file)
 	if err != nil {
 		file.Close()
 		syms.Close()
 		return nil, err
 	}
-	return &elfFile{path: path, f: f, file: file, syms: syms}, nil
+	return &elfFile{path: path, f: f, file: file, size: uint64(fi.Size()), syms: syms}, nil
 }
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the
@@ -73,7 +80,7 @@ func openVDSO(files *contract.Files) (*elfFile, error) {
 		syms.Close()
 		return nil, fmt.Errorf("[vdso]: %w", err)
 	}
-	return &elfFile{path: contract.VDSOFile, f: f, syms: syms}, nil
+	return &elfFile{path: contract.VDSOFile, f: f, size: uint64(len(image)), syms: syms}, nil
 }
 
 func (ef *elfFile) close() error {
@@ -170,8 +177,14 @@ func (ef *elfFile) code(from, to uint64) ([]byte, error) {
 	if text == nil || to <= from {
 		return nil, fmt.Errorf("%s: no code at %#x", ef.path, from)
 	}
-	code := make([]byte, min(to, text.Addr+text.Size)-from)
-	if _, err := text.ReadAt(code, int64(from-text.Addr)); err != nil {
+	// The section's size is its header's claim, which the bytes present
+	// must back before any is read into memory of that size.
+	off, n := from-text.Addr, min(to, text.Addr+text.Size)-from
+	if text.Offset > ef.size || off > ef.size-text.Offset || n > ef.size-text.Offset-off {
+		return nil, fmt.Errorf("%s: %s claims code at %#x to %#x, past the file's %d bytes", ef.path, text.Name, from, from+n, ef.size)
+	}
+	code := make([]byte, n)
+	if _, err := text.ReadAt(code, int64(off)); err != nil {
 		return nil, fmt.Errorf("%s: %v", ef.path, err)
 	}
 	return code, nil

@@ -1,0 +1,59 @@
+package objtool
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCodeBeyondTheFile: a text section whose header claims more bytes than
+// the file holds (any user can write such an ELF file and run it) gives an
+// error naming the file, not an allocation of what the header claims.
+func TestCodeBeyondTheFile(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := f.Section(".text")
+	index := -1
+	for i, s := range f.Sections {
+		if s == text {
+			index = i
+		}
+	}
+	f.Close()
+	if text == nil || index < 0 {
+		t.Fatal("the test binary has no .text")
+	}
+	// Elf64_Ehdr.e_shoff at 0x28, e_shentsize at 0x3a; Elf64_Shdr.sh_size at 0x20.
+	shoff := binary.LittleEndian.Uint64(image[0x28:])
+	shentsize := binary.LittleEndian.Uint16(image[0x3a:])
+	binary.LittleEndian.PutUint64(image[shoff+uint64(index)*uint64(shentsize)+0x20:], 1<<40)
+	path := filepath.Join(t.TempDir(), "claims")
+	if err := os.WriteFile(path, image, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ef, err := openELF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.close()
+	if code, err := ef.code(text.Addr, text.Addr+1<<39); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("code past the file's end: %d bytes, error %v; want an error naming the file", len(code), err)
+	}
+	// What the file does hold is still read.
+	if code, err := ef.code(text.Addr, text.Addr+16); err != nil || len(code) != 16 {
+		t.Errorf("the section's first 16 bytes: %d, %v", len(code), err)
+	}
+}
