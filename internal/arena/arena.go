@@ -8,6 +8,7 @@ package arena
 
 import (
 	"iter"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -86,13 +87,50 @@ func (l *List[T]) All() iter.Seq2[int, *T] {
 	}
 }
 
-// Arrays returns l's arrays, each cut to the values it holds, to be
-// changed in place if need be: values 0 to ListChunk-1 first. Not for a
-// list whose first arrays were dropped.
-func (l *List[T]) Arrays() [][]T {
-	out := make([][]T, len(l.chunks))
-	for i, c := range l.chunks {
-		out[i] = c[:min(ListChunk, l.n-i*ListChunk)]
+// Sorted sorts each of l's arrays in place by cmp and yields all of l's
+// values in cmp's order, merging the arrays: sorting in place needs no
+// copy of millions of values in one slice, and an array at a time stays
+// in the cache. Values cmp finds equal come in no set order. The numbers
+// of the values (At) are lost. Not for a list whose first arrays were
+// dropped.
+func (l *List[T]) Sorted(cmp func(x, y T) int) iter.Seq[*T] {
+	return func(yield func(*T) bool) {
+		// runs is a binary heap of the sorted arrays by their first value.
+		var runs [][]T
+		for i, c := range l.chunks {
+			run := c[:min(ListChunk, l.n-i*ListChunk)]
+			slices.SortFunc(run, cmp)
+			if len(run) > 0 {
+				runs = append(runs, run)
+			}
+		}
+		down := func(i int) {
+			for {
+				least := i
+				for c := 2*i + 1; c <= 2*i+2 && c < len(runs); c++ {
+					if cmp(runs[c][0], runs[least][0]) < 0 {
+						least = c
+					}
+				}
+				if least == i {
+					return
+				}
+				runs[i], runs[least] = runs[least], runs[i]
+				i = least
+			}
+		}
+		for i := len(runs)/2 - 1; i >= 0; i-- {
+			down(i)
+		}
+		for len(runs) > 0 {
+			if !yield(&runs[0][0]) {
+				return
+			}
+			if runs[0] = runs[0][1:]; len(runs[0]) == 0 {
+				runs[0] = runs[len(runs)-1]
+				runs = runs[:len(runs)-1]
+			}
+			down(0)
+		}
 	}
-	return out
 }

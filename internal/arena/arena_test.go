@@ -1,6 +1,7 @@
 package arena
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"unsafe"
@@ -57,24 +58,37 @@ func TestList(t *testing.T) {
 			t.Fatalf("All gave %d as value %d, want %d", *v, i, want)
 		}
 	}
-	var got []int64
-	for _, a := range l.Arrays() {
-		if len(a) > ListChunk {
-			t.Fatalf("an array of %d values, more than %d", len(a), ListChunk)
-		}
-		got = append(got, a...)
+	if l.Len() != n {
+		t.Errorf("%d values, want %d", l.Len(), n)
 	}
-	for i, v := range got {
-		want := int64(i)
-		if i == ListChunk+1 {
-			want += 1000
+}
+
+// TestListSorted: values added in no order across several arrays come out
+// of Sorted in order, each once, and a stop on the way stops it.
+func TestListSorted(t *testing.T) {
+	var l List[int64]
+	const n = 3*ListChunk + 5
+	for i := range n {
+		l.Add(int64((i * 7919) % n)) // a permutation of 0..n-1, n being prime to 7919
+	}
+	next := int64(0)
+	for v := range l.Sorted(cmp.Compare[int64]) {
+		if *v != next {
+			t.Fatalf("value %d of the sorted list is %d", next, *v)
 		}
-		if v != want {
-			t.Fatalf("value %d of the arrays is %d, want %d", i, v, want)
+		next++
+	}
+	if next != n {
+		t.Errorf("%d values sorted, want %d", next, n)
+	}
+	seen := 0
+	for range l.Sorted(cmp.Compare[int64]) {
+		if seen++; seen == 10 {
+			break
 		}
 	}
-	if len(got) != n {
-		t.Errorf("the arrays hold %d values, want %d", len(got), n)
+	if seen != 10 {
+		t.Errorf("%d values after a stop at the tenth", seen)
 	}
 }
 

@@ -19,11 +19,9 @@ package gmon
 
 import (
 	"cmp"
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
-	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -277,7 +275,7 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 		i = j
 	}
 
-	for a := range sortedArcs(&prof.Arcs) {
+	for a := range prof.Arcs.Sorted(compareArcs) {
 		if a.From.Func < 0 || a.From.Func >= len(l.Start) || a.Callee < 0 || a.Callee >= len(l.Start) {
 			return fmt.Errorf("gmon: arc between functions %d and %d of %d", a.From.Func, a.Callee, len(l.Start))
 		}
@@ -306,45 +304,6 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 	return err
 }
 
-// sortedArcs sorts each of arcs' arrays in place and yields all the arcs
-// in order, merging the arrays.
-func sortedArcs(arcs *arena.List[ArcCount]) iter.Seq[*ArcCount] {
-	var h arcHeap
-	for _, part := range arcs.Arrays() {
-		slices.SortFunc(part, compareArcs)
-		if len(part) > 0 {
-			h = append(h, part)
-		}
-	}
-	heap.Init(&h)
-	return func(yield func(*ArcCount) bool) {
-		for len(h) > 0 {
-			if !yield(&h[0][0]) {
-				return
-			}
-			if h[0] = h[0][1:]; len(h[0]) > 0 {
-				heap.Fix(&h, 0)
-			} else {
-				heap.Pop(&h)
-			}
-		}
-	}
-}
-
 func compareArcs(x, y ArcCount) int {
 	return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
-}
-
-// arcHeap orders sorted arrays of arcs by their first.
-type arcHeap [][]ArcCount
-
-func (h arcHeap) Len() int           { return len(h) }
-func (h arcHeap) Less(i, j int) bool { return compareArcs(h[i][0], h[j][0]) < 0 }
-func (h arcHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *arcHeap) Push(x any)        { *h = append(*h, x.([]ArcCount)) }
-func (h *arcHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

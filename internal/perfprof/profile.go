@@ -391,21 +391,22 @@ func (m made) hash() uint64 { return uint64(m.top) << 32 }
 // and drops the aggregator's record of them. The samples' stacks are the
 // stack table's own array.
 func (a *aggregator) samplesOf(p *contract.Profile) {
-	all := a.stacks.entries
+	all := &a.stacks.entries
 	a.stacks = nil
-	// The most frequent first, then in an order of their keys, so that
-	// the output is the same from run to run.
-	slices.SortFunc(all, func(x, y sampleEntry) int {
-		return cmp.Or(cmp.Compare(y.tot.count, x.tot.count),
-			cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
-			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
-	})
 	// Samples of one thread (and time slot) share their labels.
 	labelsOf := make(map[[4]uint32]uint32)
 	n := len(p.SampleType)
-	p.Samples = make([]contract.Sample, len(all))
-	p.Values = make([]int64, len(all)*n)
-	for i, d := range all {
+	p.Samples = make([]contract.Sample, all.Len())
+	p.Values = make([]int64, all.Len()*n)
+	// The most frequent first, then in an order of their keys, so that
+	// the output is the same from run to run.
+	order := func(x, y sampleEntry) int {
+		return cmp.Or(cmp.Compare(y.tot.count, x.tot.count),
+			cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.comm, y.key.comm),
+			cmp.Compare(x.key.stack, y.key.stack), cmp.Compare(x.key.slot, y.key.slot))
+	}
+	i := 0
+	for d := range all.Sorted(order) {
 		k := d.key
 		th := [4]uint32{k.pid, k.tid, k.comm, k.slot}
 		labels, ok := labelsOf[th]
@@ -421,6 +422,7 @@ func (a *aggregator) samplesOf(p *contract.Profile) {
 		s.Labels = labels
 		s.Stack, s.Depth = a.stackTab.place(k.stack)
 		a.values(p.Values[i*n:i*n], d.tot)
+		i++
 	}
 	p.Stacks = a.stackTab.frames
 	a.stackTab = nil
@@ -474,7 +476,7 @@ func putMainFirst(p *contract.Profile, strs *stringTable, exe symbolize.Frame) {
 // putMainFirst; a frame without a Module when there is none.
 func (a *aggregator) mainExecutable() symbolize.Frame {
 	perPid := make(map[uint32]int64)
-	for _, e := range a.stacks.entries {
+	for _, e := range a.stacks.entries.All() {
 		perPid[e.key.pid] += e.tot.count
 	}
 	var pid uint32
@@ -539,7 +541,7 @@ func newFunction(raw, demangled string, jitted, kept bool, strs *stringTable) (c
 // holds unnamed.
 func (a *aggregator) stripped() []Stripped {
 	counts := make(map[string]int)
-	for _, e := range a.stacks.entries {
+	for _, e := range a.stacks.entries.All() {
 		k, tot := e.key, e.tot
 		fr := a.frame(a.stackTab.leaf(k.stack) - 1)
 		if fr.Symbol.Name == "" && fr.Module != nil && fr.Module.Stripped() {
@@ -564,7 +566,7 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 		comm                int
 	}
 	byPid := make(map[uint32]*counts)
-	for _, e := range a.stacks.entries {
+	for _, e := range a.stacks.entries.All() {
 		k, tot := e.key, e.tot
 		c := byPid[k.pid]
 		if c == nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/idindex"
 )
@@ -74,9 +75,10 @@ func (t *stackTable) called(loc, id uint32, buf []uint32) (uint32, []uint32) {
 
 // A sampleTable holds the distinct samples of a profile and what each adds
 // up, in the order first seen: 48 bytes and an index slot each, where a
-// map of them cost twice that, more while it grew.
+// map of them cost twice that, more while it grew, and a slice grown by
+// doubling up to twice as much, copied at each growth.
 type sampleTable struct {
-	entries []sampleEntry
+	entries arena.List[sampleEntry]
 	ids     idindex.Index // of entries (ids + 1), by key
 	seed    maphash.Seed
 }
@@ -94,11 +96,11 @@ func newSampleTable() *sampleTable {
 // be changed in place before the table's next at.
 func (t *sampleTable) at(key stackKey) *total {
 	h := maphash.Comparable(t.seed, key)
-	id, i := t.ids.Find(h, func(id uint32) bool { return t.entries[id-1].key == key })
+	id, i := t.ids.Find(h, func(id uint32) bool { return t.entries.At(int(id-1)).key == key })
 	if id != 0 {
-		return &t.entries[id-1].tot
+		return &t.entries.At(int(id - 1)).tot
 	}
-	t.entries = append(grown(t.entries, 1), sampleEntry{key: key})
-	t.ids.Add(i, uint32(len(t.entries)), h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries[id-1].key) })
-	return &t.entries[len(t.entries)-1].tot
+	id = uint32(t.entries.Add(sampleEntry{key: key}) + 1)
+	t.ids.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(t.seed, t.entries.At(int(id-1)).key) })
+	return &t.entries.At(int(id - 1)).tot
 }

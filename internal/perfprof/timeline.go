@@ -75,7 +75,7 @@ func (a *aggregator) reach(t uint64) {
 	// Slots are renumbered from the new first: old slot s, at time
 	// (tl.lo+s)<<shift, becomes ((tl.lo+s)>>d) - lo>>d.
 	stacks := newSampleTable()
-	for _, e := range a.stacks.entries {
+	for _, e := range a.stacks.entries.All() {
 		k := e.key
 		k.slot = uint32((tl.lo+uint64(k.slot))>>d - lo>>d)
 		sum := stacks.at(k)
