@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/internal/jitsources"
@@ -95,7 +94,6 @@ func TestContainer(t *testing.T) {
 			if err != nil || st.NSpid == uint32(pid) {
 				t.Fatalf("node, pid %d here, has pid %d in its container (%v)", pid, st.NSpid, err)
 			}
-			time.Sleep(300 * time.Millisecond) // node starts, and opens its dump
 			dir := t.TempDir()
 			data := filepath.Join(dir, "perf.data")
 			if code, _, stderr := jitprofMsg(t, "record", "-a", "-q", "--duration", "2.5", "-o", data); code != 0 {

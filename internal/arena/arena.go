@@ -37,6 +37,11 @@ func (a *Strings) Clone(s string) string {
 	return unsafe.String(&a.block[start], len(s))
 }
 
+// CloneBytes returns a copy of b as a string.
+func (a *Strings) CloneBytes(b []byte) string {
+	return a.Clone(unsafe.String(unsafe.SliceData(b), len(b))) // Clone copies it
+}
+
 // A List holds values side by side in arrays of ListChunk, numbered in the
 // order added. A slice grown by appending copies its values at each growth,
 // holds room for up to twice as many as it has, and leaves every smaller

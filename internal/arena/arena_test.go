@@ -12,7 +12,7 @@ import (
 func TestClone(t *testing.T) {
 	var a Strings
 	src := []byte("hello")
-	x := a.Clone(string(src))
+	x := a.CloneBytes(src)
 	src[0] = 'j'
 	y := a.Clone("world")
 	if x != "hello" || y != "world" {

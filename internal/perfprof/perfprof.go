@@ -249,13 +249,46 @@ func withReader(path string, read func(*perfdata.Reader) error) error {
 
 // A location is a distinct frame: the same function at the same address,
 // or per function, the same function with the same methods inlined. It is
-// kept as its function and its address, 16 bytes, rather than as a whole
-// frame (96): a profile of deep distinct stacks has millions of addresses
-// in few functions.
+// kept as its function and its address (locationList), rather than as a
+// whole frame (96 bytes): a profile of deep distinct stacks has millions
+// of addresses in few functions.
 type location struct {
 	fn    uint32 // in aggregator.fns
 	whole bool   // one per function (Options.PerFunction)
 	addr  uint64 // of the frame seen first; 0 in a key per function
+}
+
+// A locationList holds locations in two columns, 12 bytes a location where
+// a list of them would take 16 (a uint64 beside a uint32 is padded): the
+// address, and the function with whole in its top bit.
+type locationList struct {
+	addrs arena.List[uint64]
+	fns   arena.List[uint32]
+}
+
+const wholeBit = 1 << 31
+
+func (l *locationList) add(loc location) int {
+	fn := loc.fn
+	if loc.whole {
+		fn |= wholeBit
+	}
+	l.fns.Add(fn)
+	return l.addrs.Add(loc.addr)
+}
+
+// at returns location i.
+func (l *locationList) at(i int) location {
+	fn := *l.fns.At(i)
+	return location{fn: fn &^ wholeBit, whole: fn&wholeBit != 0, addr: *l.addrs.At(i)}
+}
+
+func (l *locationList) Len() int { return l.addrs.Len() }
+
+// dropBefore lets the locations before i go (arena.List.DropBefore).
+func (l *locationList) dropBefore(i int) {
+	l.addrs.DropBefore(i)
+	l.fns.DropBefore(i)
 }
 
 // locFunc is what a location is but for its address.
@@ -348,11 +381,11 @@ type aggregator struct {
 	unit          string
 	period        uint64 // the fixed period, 0 when sampled by frequency
 
-	lookups []cached             // lookupSlots of them
-	locs    arena.List[location] // by location id - 1: millions on deep distinct stacks
-	locIDs  idindex.Index        // of locs, by function and address
-	fns     []function           // by function id
-	fnIDs   idindex.Index        // of fns (ids + 1), by locFunc
+	lookups []cached      // lookupSlots of them
+	locs    locationList  // by location id - 1: millions on deep distinct stacks
+	locIDs  idindex.Index // of locs, by function and address
+	fns     []function    // by function id
+	fnIDs   idindex.Index // of fns (ids + 1), by locFunc
 	others  []other
 	dumps   []*symbolize.Module
 	dumpIDs map[*symbolize.Module]uint16 // 1 + the place in dumps
@@ -713,14 +746,14 @@ func (a *aggregator) intern(fr symbolize.Frame, whole bool) uint32 {
 	if f := a.fnFrame(fn); fr.Module != f.Module || fr.Symbol != f.Symbol || fr.Map != f.Map {
 		a.oddFrames[uint32(a.locs.Len())] = fr
 	}
-	id = uint32(a.locs.Add(location{fn, whole, fr.Addr}) + 1)
+	id = uint32(a.locs.add(location{fn, whole, fr.Addr}) + 1)
 	a.locIDs.Add(i, id, h, func(id uint32) uint64 { return maphash.Comparable(a.seed, a.locKey(id)) })
 	return id
 }
 
 // locKey returns the key location id is found by.
 func (a *aggregator) locKey(id uint32) location {
-	l := *a.loc(id)
+	l := a.loc(id)
 	if l.whole {
 		l.addr = 0
 	}
@@ -822,7 +855,7 @@ func (a *aggregator) name(fn uint32) string {
 func (a *aggregator) flags(id uint32) functionFlags { return a.fns[a.loc(id).fn].flags }
 
 // loc returns location id.
-func (a *aggregator) loc(id uint32) *location { return a.locs.At(int(id - 1)) }
+func (a *aggregator) loc(id uint32) location { return a.locs.at(int(id - 1)) }
 
 // frame returns the first frame seen of location id-1 (but its From and
 // Until).
@@ -830,7 +863,7 @@ func (a *aggregator) frame(i uint32) symbolize.Frame {
 	if fr, ok := a.oddFrames[i]; ok {
 		return fr
 	}
-	l := *a.locs.At(int(i))
+	l := a.locs.at(int(i))
 	fr := a.fnFrame(l.fn)
 	fr.Addr = l.addr
 	return fr
