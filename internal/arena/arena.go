@@ -100,7 +100,9 @@ func (l *List[T]) All() iter.Seq2[int, *T] {
 // dropped.
 func (l *List[T]) Sorted(cmp func(x, y T) int) iter.Seq[*T] {
 	return func(yield func(*T) bool) {
-		// runs is a binary heap of the sorted arrays by their first value.
+		// runs is a binary heap of the sorted arrays by their first value,
+		// hand-written: container/heap would call through an interface for
+		// each of the millions of comparisons.
 		var runs [][]T
 		for i, c := range l.chunks {
 			run := c[:min(ListChunk, l.n-i*ListChunk)]
