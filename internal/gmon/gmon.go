@@ -304,6 +304,8 @@ func WriteGmon(w io.Writer, o ByteOrder, l *Layout, prof *Profile) error {
 	return err
 }
 
+// compareArcs orders arcs as gmon.out lists them: by caller's place, then
+// callee.
 func compareArcs(x, y ArcCount) int {
 	return cmp.Or(cmp.Compare(x.From.Func, y.From.Func), cmp.Compare(x.From.Offset, y.From.Offset), cmp.Compare(x.Callee, y.Callee))
 }

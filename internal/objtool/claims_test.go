@@ -56,4 +56,21 @@ func TestCodeBeyondTheFile(t *testing.T) {
 	if code, err := ef.code(text.Addr, text.Addr+16); err != nil || len(code) != 16 {
 		t.Errorf("the section's first 16 bytes: %d, %v", len(code), err)
 	}
+
+	// A sparse file as long as the claim backs it with nothing on disk:
+	// its length is a claim too, and the file is refused.
+	sparse := filepath.Join(t.TempDir(), "sparse")
+	if err := os.WriteFile(sparse, image, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(sparse, 1<<41); err != nil {
+		t.Skipf("no sparse file here: %v", err)
+	}
+	if ef, err := openELF(sparse); err == nil {
+		code, err := ef.code(text.Addr, text.Addr+1<<39)
+		ef.close()
+		t.Errorf("a sparse file claiming its code: %d bytes, error %v; want it refused", len(code), err)
+	} else if !strings.Contains(err.Error(), sparse) {
+		t.Errorf("the refusal %q does not name the file", err)
+	}
 }

@@ -5,13 +5,14 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"github.com/jitprof/jitprof/internal/contract"
+	"math"
 	"os"
 	"regexp"
 	"slices"
 
 	"github.com/google/pprof/driver"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/demangle"
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/elfsym"
@@ -43,7 +44,8 @@ func openELF(path string) (*elfFile, error) {
 		syms.Close()
 		return nil, err
 	}
-	fi, err := file.Stat()
+	// What may be read of it: a sparse file's length is a claim too.
+	size, err := foreign.Size(file, math.MaxInt64)
 	if err != nil {
 		file.Close()
 		syms.Close()
@@ -55,7 +57,7 @@ func openELF(path string) (*elfFile, error) {
 		syms.Close()
 		return nil, err
 	}
-	return &elfFile{path: path, f: f, file: file, size: uint64(fi.Size()), syms: syms}, nil
+	return &elfFile{path: path, f: f, file: file, size: uint64(size), syms: syms}, nil
 }
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the
