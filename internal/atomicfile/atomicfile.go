@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,12 +77,10 @@ func (m Mode) Write(name string, write func(io.Writer) error) error {
 // and hidden, so a listing of the directory does not show it. The
 // directory must pass CheckDir.
 //
-// A name that is a device or a FIFO already (-o /dev/null, a pipe) is
-// written in place instead: renaming over it would put a file where the
-// device was (root's /dev/null made a regular file). Commit then only
-// closes it. What name is is asked of the file opened (never a stat before
-// the open), in a directory CheckDir passed, where no other user can put
-// a link or a FIFO.
+// A name that is a character device or a FIFO already (-o /dev/null, a
+// pipe) is written in place instead: renaming over it would put a file
+// where the device was (root's /dev/null made a regular file). Commit then
+// only closes it. See inPlace for whose such a file must be.
 func (m Mode) CreateTemp(name string) (*os.File, error) {
 	dir, base := filepath.Split(name)
 	if dir == "" {
@@ -90,11 +89,8 @@ func (m Mode) CreateTemp(name string) (*os.File, error) {
 	if err := CheckDir(dir); err != nil {
 		return nil, err
 	}
-	if f, err := os.OpenFile(name, os.O_WRONLY|unix.O_NOCTTY, 0); err == nil {
-		if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-			return f, nil
-		}
-		f.Close() // a regular file: replaced by the rename, not written
+	if f, err := inPlace(name); f != nil || err != nil {
+		return f, err
 	}
 	for range 100 {
 		tmp := filepath.Join(dir, "."+base+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
@@ -106,6 +102,91 @@ func (m Mode) CreateTemp(name string) (*os.File, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s: no free temporary name after 100 tries", name)
+}
+
+// fifoWait is how long a FIFO at the destination may take to have a
+// reader (a `cat` started just after jitprof) before the write is refused.
+var fifoWait = 5 * time.Second
+
+// inPlace opens name for writing where it is when it is a character device
+// or a FIFO of a trusted owner (root, the effective user, the user sudo ran
+// jitprof for), and returns nil for anything to be replaced by the rename
+// (nothing there, a regular file, a symbolic link planted by another user).
+//
+// Such a file in a sticky directory (/tmp) may be another user's: written
+// in place, a FIFO of theirs would hand them root's report, and an open
+// that waits for a reader that never comes would hang jitprof past Ctrl-C.
+// So what name is, and whose, is asked of the file itself through an
+// O_PATH descriptor (no stat before an open that could meet another file),
+// and only then is it opened for writing, through that descriptor, without
+// blocking.
+func inPlace(name string) (*os.File, error) {
+	path, err := unix.Open(name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil // nothing there, or nothing jitprof could open: the rename says
+	}
+	defer unix.Close(path)
+	var st unix.Stat_t
+	if err := unix.Fstat(path, &st); err != nil {
+		return nil, nil
+	}
+	trust := TrustedOwners()
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if !slices.Contains(trust, st.Uid) {
+			return nil, nil // planted: replaced, never followed
+		}
+		// A link of a trusted owner (-o /dev/stdout) is followed; who
+		// could swap it is kept out by CheckDir, or by the sticky bit.
+		unix.Close(path)
+		if path, err = unix.Open(name, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
+			return nil, nil
+		}
+		if err := unix.Fstat(path, &st); err != nil {
+			return nil, nil
+		}
+	}
+	kind := st.Mode & unix.S_IFMT
+	if kind != unix.S_IFCHR && kind != unix.S_IFIFO {
+		return nil, nil
+	}
+	if !slices.Contains(trust, st.Uid) {
+		return nil, fmt.Errorf("refusing to write to %s: a %s of uid %d, whose owner would read what jitprof writes", name, kindName(kind), st.Uid)
+	}
+	reopen := "/proc/self/fd/" + strconv.Itoa(path)
+	deadline := time.Now().Add(fifoWait)
+	for {
+		fd, err := unix.Open(reopen, unix.O_WRONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == unix.ENXIO && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // a FIFO no process reads yet
+			continue
+		}
+		if err == unix.ENXIO {
+			return nil, fmt.Errorf("%s: a FIFO no process read for %v", name, fifoWait)
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		// Writes wait for a slow reader, as any writer's do.
+		if err := unix.SetNonblock(fd, false); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), name), nil
+	}
+}
+
+// TrustedOwners are the users whose files jitprof may take for its own,
+// to write in place or to read as its user's: root, the effective user,
+// and the user sudo ran jitprof for, who could have had root do anything.
+func TrustedOwners() []uint32 {
+	return append(sudoer().uids, uint32(os.Geteuid()))
+}
+
+func kindName(kind uint32) string {
+	if kind == unix.S_IFIFO {
+		return "FIFO"
+	}
+	return "device"
 }
 
 // Create creates name empty, mode m, open for writing, for a file written

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -289,4 +290,107 @@ func TestDevice(t *testing.T) {
 	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the FIFO is %v (%v) after a write to it", fi.Mode(), err)
 	}
+}
+
+// TestOthersSpecialFiles: a FIFO or a device another user put at the
+// destination, in a sticky directory as /tmp is, is not written: written
+// in place, their FIFO would hand them root's report. A link they put
+// there to root's own FIFO is replaced, never followed.
+func TestOthersSpecialFiles(t *testing.T) {
+	attacker := fixtures.NewAttacker(t)
+	t.Setenv("SUDO_UID", "")
+	sticky := filepath.Join(t.TempDir(), "sticky")
+	mkdir(t, sticky, 0o777|os.ModeSticky)
+
+	fifo := filepath.Join(sticky, "fifo")
+	if err := unix.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	attacker.Chown(t, fifo)
+	got := readFIFO(t, fifo)
+	if err := atomicfile.Write(fifo, writeString("root's report")); err == nil {
+		t.Error("wrote to another user's FIFO")
+	}
+	unblock(t, fifo)
+	if b := <-got; len(b) != 0 {
+		t.Errorf("another user's FIFO got %q", b)
+	}
+
+	device := filepath.Join(sticky, "null")
+	if err := unix.Mknod(device, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	attacker.Chown(t, device)
+	if err := atomicfile.Write(device, writeString("root's report")); err == nil {
+		t.Error("wrote to another user's device")
+	}
+
+	mine := filepath.Join(t.TempDir(), "mine")
+	if err := unix.Mkfifo(mine, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(sticky, "link")
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, int(attacker.Uid), int(attacker.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.Write(link, writeString("root's report")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the planted link is %v, %v; want root's new file", fi.Mode(), err)
+	}
+	if fi, err := os.Lstat(mine); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("root's FIFO behind the link is %v, %v", fi.Mode(), err)
+	}
+}
+
+// TestFIFOWithoutReader: a FIFO no process reads is refused after a
+// while, rather than waited on for ever (past Ctrl-C); one whose reader
+// comes late is written.
+func TestFIFOWithoutReader(t *testing.T) {
+	defer atomicfile.SetFIFOWait(300 * time.Millisecond)()
+	fifo := filepath.Join(t.TempDir(), "out")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- atomicfile.Write(fifo, writeString("nobody")) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a write to a FIFO nobody reads succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write to a FIFO nobody reads still waits after 30 s")
+	}
+	go func() { done <- atomicfile.Write(fifo, writeString("late")) }()
+	time.Sleep(50 * time.Millisecond)
+	if b := <-readFIFO(t, fifo); string(b) != "late" {
+		t.Errorf("the late reader got %q", b)
+	}
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
+
+// readFIFO reads fifo whole in the background.
+func readFIFO(t *testing.T, fifo string) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	return got
+}
+
+// unblock ends a reader of fifo still waiting for a writer.
+func unblock(t *testing.T, fifo string) {
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 }
