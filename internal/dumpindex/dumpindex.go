@@ -10,12 +10,14 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"os"
 	"slices"
 	"unsafe"
 
 	"github.com/jitprof/jitprof/internal/arena"
 	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/internal/hostelf"
+	"github.com/jitprof/jitprof/internal/mapfile"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -154,6 +156,9 @@ type Dump struct {
 	methods methodIndex
 
 	file *jitdump.File
+	// mirror is what file and older map: jitprof's copy of the dump,
+	// which its runtime cannot truncate under the mappings.
+	mirror *mapfile.Mirror
 	// What Extend goes on from: the mappings of earlier reads (their
 	// records are in use), the functions by code index, a DEBUG_INFO and an
 	// UNWINDING_INFO waiting for their CODE_LOAD, where reading stopped and
@@ -206,17 +211,22 @@ func ReadFrom(src foreign.Path) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Taken before the mapping: a dump that grows meanwhile is read again.
+	defer file.Close()
+	// Taken before the copy: a dump that grows meanwhile is read again.
 	fi, err := file.Stat()
 	if err != nil {
-		file.Close()
 		return nil, err
 	}
-	f, err := jitdump.OpenFile(file, src.String())
+	mirror, err := mapfile.NewMirror()
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, size: fi.Size()}
+	f, err := openCopy(mirror, file, src.String(), -1, 0)
+	if err != nil {
+		mirror.Close()
+		return nil, err
+	}
+	d := &Dump{Path: src.String(), src: src, Header: f.Header(), file: f, mirror: mirror, size: fi.Size()}
 	d.v8 = newV8Index(d)
 	d.read()
 	return d, nil
@@ -235,12 +245,12 @@ func (d *Dump) Extend() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	defer file.Close()
 	fi, err := file.Stat()
 	if err != nil || fi.Size() <= d.size {
-		file.Close()
 		return false, err
 	}
-	f, err := jitdump.OpenFileAt(file, d.Path, d.end, d.file.LastTime())
+	f, err := openCopy(d.mirror, file, d.Path, d.end, d.file.LastTime())
 	if err != nil {
 		return false, err
 	}
@@ -256,6 +266,20 @@ func (d *Dump) Extend() (bool, error) {
 		d.v8 = newV8Index(d)
 	}
 	return true, nil
+}
+
+// openCopy brings mirror up to what file holds and opens it as the dump
+// name: from its start (off < 0), or from off, the records after the time
+// after.
+func openCopy(mirror *mapfile.Mirror, file *os.File, name string, off int64, after uint64) (*jitdump.File, error) {
+	mine, err := mirror.Grow(file)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return jitdump.OpenFile(mine, name)
+	}
+	return jitdump.OpenFileAt(mine, name, off, after)
 }
 
 // read indexes d.file's records from where it stands.
@@ -433,6 +457,7 @@ func (d *Dump) Close() error {
 	for _, f := range d.older {
 		errs = append(errs, f.Close())
 	}
+	errs = append(errs, d.mirror.Close())
 	return errors.Join(errs...)
 }
 
