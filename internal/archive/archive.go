@@ -24,7 +24,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"github.com/jitprof/jitprof/internal/contract"
@@ -281,11 +280,13 @@ func (p *plan) add(ctx context.Context, tw *tar.Writer, e entry) (int64, error) 
 		return 0, err
 	}
 	defer f.Close()
-	if err := p.ids.check(e.from, f); err != nil {
-		return 0, err
-	}
+	// Sized first: the build-id check reads the file, and must read no
+	// more than it holds.
 	size, err := foreign.Size(f, archiveLimits.member)
 	if err != nil {
+		return 0, err
+	}
+	if err := p.ids.check(e.from, f, size); err != nil {
 		return 0, err
 	}
 	fi, err := f.Stat()
@@ -378,17 +379,18 @@ func (ids *identities) addBuildID(path string, id []byte) {
 	}
 }
 
-// check tells whether f, opened at path, is a file the recording saw there:
-// by build-id where the recording has one for path (the file's content),
-// else by device and inode where it has those. A path the recording gives
-// no identity for (a perf map, which is read, not mapped) passes.
-func (ids *identities) check(path string, f *os.File) error {
+// check tells whether f, opened at path, of size bytes (foreign.Size), is
+// a file the recording saw there: by build-id where the recording has one
+// for path (the file's content), else by device and inode where it has
+// those. A path the recording gives no identity for (a perf map, which is
+// read, not mapped) passes.
+func (ids *identities) check(path string, f *os.File, size int64) error {
 	if want := ids.buildIDs[path]; len(want) > 0 {
-		ef, err := elf.NewFile(f)
+		ef, err := elfsym.NewFile(f, path, size)
 		if err != nil {
 			return fmt.Errorf("not the file the recording saw (it recorded build-id %x, this is no ELF file: %w)", want[0], err)
 		}
-		if got := elfsym.BuildID(ef); !slices.ContainsFunc(want, func(b []byte) bool { return bytes.Equal(b, got) }) {
+		if got := ef.BuildID(); !slices.ContainsFunc(want, func(b []byte) bool { return bytes.Equal(b, got) }) {
 			return fmt.Errorf("not the file the recording saw (build-id %x, recorded %x)", got, want[0])
 		}
 		return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 )
@@ -15,16 +14,16 @@ import (
 // NewTable reads the symbols of the ELF file r, named path in errors and
 // by Path, without looking for debug files. Names are read from r when
 // they are first looked up: it must stay readable while the Table is used.
-func NewTable(r io.ReaderAt, path string) (*Table, error) {
-	size := int64(-1)
-	if s, ok := r.(interface{ Size() int64 }); ok {
-		size = s.Size()
-	}
-	f, err := newELF(r, path, size)
+func NewTable(r interface {
+	io.ReaderAt
+	Size() int64
+}, path string) (*Table, error) {
+	f, err := NewFile(r, path, r.Size())
 	if err != nil {
 		return nil, err
 	}
-	return load(f, f)
+	ef := newELF(f)
+	return load(ef, ef)
 }
 
 // elfFile is an ELF file with the sections perf looks up by name.
@@ -33,22 +32,14 @@ func NewTable(r io.ReaderAt, path string) (*Table, error) {
 // read a window at a time, neither mapped nor held whole: a profiler
 // that reads them should not look bigger than the program it profiles.
 type elfFile struct {
-	*elf.File
-	r       io.ReaderAt
-	size    int64 // of the file; -1 when not known
-	path    string
+	*File
 	symtab  *elf.Section
 	dynsym  *elf.Section
 	buildID []byte
-	file    *os.File // when Open opened it, until a Table takes it over
 }
 
-func newELF(r io.ReaderAt, path string, size int64) (*elfFile, error) {
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return nil, fmt.Errorf("elfsym: %s: %w", path, err)
-	}
-	ef := &elfFile{File: f, r: r, size: size, path: path}
+func newELF(f *File) *elfFile {
+	ef := &elfFile{File: f}
 	// perf takes the first section of each name, and only if its type
 	// is right (symsrc__init).
 	if s := f.Section(".symtab"); s != nil && s.Type == elf.SHT_SYMTAB {
@@ -57,12 +48,12 @@ func newELF(r io.ReaderAt, path string, size int64) (*elfFile, error) {
 	if s := f.Section(".dynsym"); s != nil && s.Type == elf.SHT_DYNSYM {
 		ef.dynsym = s
 	}
-	ef.buildID = readBuildID(f)
-	return ef, nil
+	ef.buildID = f.BuildID()
+	return ef
 }
 
 func (f *elfFile) errorf(format string, args ...any) error {
-	return fmt.Errorf("elfsym: %s: "+format, append([]any{f.path}, args...)...)
+	return fmt.Errorf("elfsym: %s: "+format, append([]any{f.name}, args...)...)
 }
 
 // stored tells whether s is in the file as it is (not compressed, not
@@ -71,7 +62,7 @@ func (f *elfFile) stored(s *elf.Section) (bool, error) {
 	if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 {
 		return false, nil
 	}
-	if f.size >= 0 && (s.Offset > uint64(f.size) || s.Size > uint64(f.size)-s.Offset) {
+	if s.Offset > uint64(f.size) || s.Size > uint64(f.size)-s.Offset {
 		return false, f.errorf("section %s at %#x, %d bytes, runs past the end of the file", s.Name, s.Offset, s.Size)
 	}
 	return true, nil
@@ -82,28 +73,11 @@ func (f *elfFile) readerAt(s *elf.Section) (io.ReaderAt, error) {
 	if ok, err := f.stored(s); err != nil || ok {
 		return s, err
 	}
-	data, err := s.Data()
+	data, err := f.Data(s)
 	if err != nil {
-		return nil, f.errorf("%s: %v", s.Name, err)
+		return nil, err
 	}
 	return bytes.NewReader(data), nil
-}
-
-// readBuildID returns the GNU build-id note, looked for in the sections
-// perf looks in (elf_read_build_id).
-func readBuildID(f *elf.File) []byte {
-	for _, name := range []string{".note.gnu.build-id", ".notes", ".note"} {
-		s := f.Section(name)
-		if s == nil {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			return nil
-		}
-		return noteBuildID(data, f.ByteOrder)
-	}
-	return nil
 }
 
 // noteBuildID finds the NT_GNU_BUILD_ID note named "GNU" in notes.
@@ -155,9 +129,9 @@ func load(syms, runtime *elfFile) (*Table, error) {
 		}
 	}
 	b.addPLT(runtime)
-	t := b.table(syms.path, syms.r)
+	t := b.table(syms.name, syms.r)
 	t.buildID = runtime.buildID
-	t.segments = segments(runtime.File)
+	t.segments = segments(runtime.File.File)
 	t.stripped = syms.symtab == nil
 	return t, nil
 }
@@ -187,7 +161,7 @@ func (f *elfFile) symbolTable(sec *elf.Section) (symbolTable, error) {
 	if st.symsStored, err = f.stored(sec); err != nil {
 		return st, err
 	}
-	if st.symsStored && f.size >= 0 {
+	if st.symsStored {
 		st.count = int(sec.Size) / st.entSize
 	}
 	st.strsStored, err = f.stored(st.strs)
@@ -497,7 +471,7 @@ func (b *builder) addPLT(runtime *elfFile) {
 	if rel.Type != elf.SHT_RELA && rel.Type != elf.SHT_REL {
 		return
 	}
-	relData, err := rel.Data()
+	relData, err := runtime.Data(rel)
 	if err != nil {
 		return
 	}

@@ -50,7 +50,7 @@ func trailer(pid, tid uint32, t uint64) perfdata.Trailer {
 // mmap is an executable mapping of file by process pid at time t.
 func mmap(pid uint32, t, addr, size uint64, file string) *perfdata.Mmap2 {
 	return &perfdata.Mmap2{RecordHeader: header(perfdata.TypeMmap2, perfdata.MiscUser), Pid: pid, Tid: pid,
-		Addr: addr, Len: size, Maj: 8, Min: 1, Ino: 42, Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE,
+		Addr: addr, Len: size, Maj: 8, Min: 1, Ino: madeUpIno, Prot: unix.PROT_READ | unix.PROT_EXEC, Flags: unix.MAP_PRIVATE,
 		Filename: file, Trailer: trailer(pid, pid, t)}
 }
 
@@ -782,6 +782,7 @@ func writeRecording(t *testing.T, path string, tc buildCase, expand func(string)
 		case *perfdata.Mmap2:
 			c := *r
 			c.Filename = expand(c.Filename)
+			recordIdentity(&c)
 			rec = &c
 		case *perfdata.Mmap:
 			c := *r
@@ -804,6 +805,24 @@ func writeRecording(t *testing.T, path string, tc buildCase, expand func(string)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// madeUpIno is the inode mmap gives every mapping, which writeRecording
+// replaces.
+const madeUpIno = 42
+
+// recordIdentity gives m, when it has the identity mmap gives every
+// mapping, the device and inode of the file it names if the test made one:
+// the kernel records the file it maps, which symbolize holds the file at
+// the path to. A file made later keeps mmap's made-up one.
+func recordIdentity(m *perfdata.Mmap2) {
+	if m.Ino != madeUpIno {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Stat(m.Filename, &st) == nil {
+		m.Maj, m.Min, m.Ino = unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino
 	}
 }
 

@@ -67,8 +67,12 @@ type tableKey struct {
 	kind    Kind
 	name    string
 	buildID string
-	running bool        // for the kernel and vDSO: the running kernel's
-	file    fileVersion // for an ELF file
+	// recorded is the identity the recording gave an ELF file without a
+	// build-id: the same version of the file may be the one mapped in one
+	// process and not in another.
+	recorded elfsym.FileID
+	running  bool        // for the kernel and vDSO: the running kernel's
+	file     fileVersion // for an ELF file
 }
 
 // tableEntry is what is known of a file: its symbols and its call frame
@@ -162,7 +166,7 @@ func cached[T any](c *TableCache, s *Space, m *Module, slot func(*tableEntry) *l
 // entry returns m's entry, made on first use and marked used; nil when
 // m's file is gone. c.mu is held.
 func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
-	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), running: s.sameKernel}
+	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), recorded: m.File, running: s.sameKernel}
 	if m.Kind == ELF {
 		var err error
 		if key.file, err = versionOf(foreign.Plain(s.opts.Files.Path(m.Name))); err != nil {

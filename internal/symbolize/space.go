@@ -67,6 +67,12 @@ type Module struct {
 	Kind    Kind
 	BuildID []byte           // as the recording gives it; nil when it does not
 	Dump    *jitsources.Dump // for JIT
+	// File is, for an ELF file without a build-id, the device and inode
+	// the kernel recorded it by (MMAP2): the file at Name must be that
+	// one to be read (elfsym.File.Is).
+	File elfsym.FileID
+
+	otherOnce sync.Once // warns of a file at Name that is another
 
 	id      uint32 // in Space.byID, for the modules a timeline places
 	load    sync.Once
@@ -161,9 +167,14 @@ type Space struct {
 	unwind     unwindTables
 }
 
+// moduleKey tells modules apart: one path may have been different files
+// in different processes (containers, mount namespaces), each the one its
+// mappings name. A build-id says which alone; without one the device and
+// inode do.
 type moduleKey struct {
 	name    string
 	buildID string
+	file    elfsym.FileID
 }
 
 type process struct {
@@ -267,8 +278,10 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 // the name of a thread.
 func (b *builder) record(rec perfdata.Record, offset int64) {
 	switch rec := rec.(type) {
-	case *perfdata.Mmap, *perfdata.Mmap2:
-		b.mapping(offset, jitsources.Mapping(rec))
+	case *perfdata.Mmap:
+		b.mapping(offset, jitsources.Mapping(rec), elfsym.FileID{})
+	case *perfdata.Mmap2:
+		b.mapping(offset, jitsources.Mapping(rec), elfsym.FileID{Major: rec.Maj, Minor: rec.Min, Ino: rec.Ino})
 	case *perfdata.Comm:
 		b.comms[rec.Tid] = append(b.comms[rec.Tid], comm{rec.Trailer.Time, strings.Clone(rec.Comm)})
 		if rec.Misc&perfdata.MiscCommExec != 0 && rec.Pid == rec.Tid {
@@ -292,8 +305,9 @@ func (b *builder) record(rec perfdata.Record, offset int64) {
 	}
 }
 
-// mapping records a mapping of a file into a process.
-func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
+// mapping records a mapping of a file into a process; file is the file's
+// device and inode, when the recording has them.
+func (b *builder) mapping(offset int64, mi jitsources.MappingInfo, file elfsym.FileID) {
 	if mi.Pid == math.MaxUint32 || mi.Misc&perfdata.MiscMmapData != 0 || mi.Addr+mi.Len < mi.Addr {
 		return // the kernel's (kallsyms names it), or data samples never land in
 	}
@@ -308,10 +322,13 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 	case mi.Filename == "[vdso]":
 		m = b.vdso
 	default:
-		key := moduleKey{mi.Filename, string(buildID)}
+		if buildID != nil {
+			file = elfsym.FileID{}
+		}
+		key := moduleKey{mi.Filename, string(buildID), file}
 		if m = b.modules[key]; m == nil {
 			key.name = strings.Clone(mi.Filename) // outlives the recording's mapping
-			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID)}
+			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID), File: file}
 			b.modules[key] = m
 			b.add(m)
 		}
@@ -631,18 +648,41 @@ func (s *Space) openTable(m *Module) *elfsym.Table {
 			return nil
 		}
 	case ELF:
-		if t, err = elfsym.Open(s.opts.Files.Path(m.Name)); err != nil {
+		path, want := s.recorded(m)
+		if t, err = elfsym.OpenRecorded(path, want); err != nil {
+			s.otherFile(m, err)
 			return nil // perf too leaves a file it cannot read unnamed, quietly
-		}
-		if m.BuildID != nil && t.BuildID() != nil && !bytes.Equal(m.BuildID, t.BuildID()) {
-			s.opts.Warn(fmt.Errorf("%s: build-id %x differs from the recorded %x: the file changed since the recording, its symbols are not used", m.Name, t.BuildID(), m.BuildID))
-			t.Close()
-			return nil
 		}
 	default:
 		return nil
 	}
 	return t
+}
+
+// recorded returns where m's file is read from, and what it must be to be
+// used. A copy an archive brought was checked to be the recorded file when
+// it was archived, by build-id or else device and inode, which the copy
+// has its own of; its build-id is still checked.
+func (s *Space) recorded(m *Module) (string, elfsym.Recorded) {
+	want := elfsym.Recorded{BuildID: m.BuildID, File: m.File}
+	path := s.opts.Files.Path(m.Name)
+	if path != m.Name {
+		want.File = elfsym.FileID{}
+	}
+	return path, want
+}
+
+// otherFile warns, once for m, when err says that the file at m's path is
+// not the one the recording saw: its samples stay unnamed, as a missing
+// file's do, but not in silence, for the file was replaced or another
+// was mapped there.
+func (s *Space) otherFile(m *Module, err error) {
+	if !errors.Is(err, elfsym.ErrOtherFile) {
+		return
+	}
+	m.otherOnce.Do(func() {
+		s.opts.Warn(fmt.Errorf("%w: its symbols and call frame information are not used", err))
+	})
 }
 
 // kallsymsCopy is the copy of the recorded kernel's symbols in f, "" when

@@ -65,8 +65,8 @@ func (s *Space) UnwindRule(f Frame) (r unwind.Rule, ok bool) {
 	return r, false
 }
 
-// loadUnwind reads the tables of an ELF file, the recorded one only (its
-// build-id checked as its symbols' are), or of the recorded kernel's vDSO
+// loadUnwind reads the tables of an ELF file, the recorded one only
+// (checked as its symbols' are), or of the recorded kernel's vDSO
 // (the copy's, else the running one's if it is the recorded kernel). A file
 // without call frame information is not worth a warning: the frame pointer
 // is followed there, as perf does. Broken entries are.
@@ -77,9 +77,12 @@ func (s *Space) loadUnwind(m *Module) *unwind.Table {
 	)
 	switch f := s.opts.Files; {
 	case m.Kind == ELF:
-		t, err = unwind.OpenELF(m.Name, m.BuildID, f.Path)
+		_, want := s.recorded(m)
+		if t, err = unwind.OpenELF(m.Name, want, f.Path); err != nil {
+			s.otherFile(m, err)
+		}
 	case f != nil && f.VDSO != "":
-		t, err = unwind.OpenELF(f.VDSO, nil, nil)
+		t, err = unwind.OpenELF(f.VDSO, elfsym.Recorded{}, nil)
 	case s.sameKernel:
 		var img []byte
 		if img, err = elfsym.VDSOImage(); err == nil {

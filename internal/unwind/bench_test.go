@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -19,7 +20,7 @@ func openBench(b *testing.B, path string) *Table {
 	if _, err := os.Stat(path); err != nil {
 		b.Skip(err)
 	}
-	tab, err := OpenELF(path, nil, nil)
+	tab, err := OpenELF(path, elfsym.Recorded{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func BenchmarkOpenELF(b *testing.B) {
 			tab := openBench(b, f.path)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := OpenELF(f.path, nil, nil); err != nil {
+				if _, err := OpenELF(f.path, elfsym.Recorded{}, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

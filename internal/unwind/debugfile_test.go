@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/cfi"
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/elfwrite"
 	"github.com/jitprof/jitprof/jitdump"
 )
@@ -119,7 +120,7 @@ func TestDebugFile(t *testing.T) {
 					{SectionHeader: elf.SectionHeader{Name: ".debug_frame", Type: elf.SHT_PROGBITS, Addralign: 8}, Data: dbg},
 				})
 			}
-			tab, err := OpenELF(recorded, id, root)
+			tab, err := OpenELF(recorded, elfsym.Recorded{BuildID: id}, root)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -32,7 +33,7 @@ func TestDebugFrameMatchesReadelf(t *testing.T) {
 			out := run(readelf, "--debug-dump=frames-interp", "--debug-dump=no-follow-links", "-W", lib)
 			run(objcopy, "--only-keep-debug", lib, dbg)
 			run(objcopy, "--strip-debug", "--add-gnu-debuglink="+dbg, lib)
-			tab, err := OpenELF(lib, nil, nil)
+			tab, err := OpenELF(lib, elfsym.Recorded{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,37 +25,43 @@ const (
 // a debug file of another build is skipped. Where sections describe the
 // same code, the file's .eh_frame wins. root maps each path (the file's and
 // the debug files') to where it is read from, such as an archive's
-// directory; nil reads them where they are.
+// directory; nil reads them where they are. Every file is opened and read
+// as elfsym opens a recording's files (elfsym.OpenFile): any user may have
+// put a FIFO, a device or a sparse file there since.
 //
-// buildID, when not empty, must match the file's build-id. Addresses are
-// the file's virtual addresses: Table.AddrOf maps file offsets to them.
-// CFI entries that cannot be used are skipped and reported by Table.Err;
-// OpenELF fails only when the file cannot be read or holds no usable CFI.
-func OpenELF(path string, buildID []byte, root func(string) string) (*Table, error) {
+// The file must be the one recorded (elfsym.File.Is): an error wrapping
+// elfsym.ErrOtherFile refuses another. Addresses are the file's virtual
+// addresses: Table.AddrOf maps file offsets to them. CFI entries that
+// cannot be used are skipped and reported by Table.Err; OpenELF fails only
+// when the file cannot be read or holds no usable CFI.
+func OpenELF(path string, want elfsym.Recorded, root func(string) string) (*Table, error) {
 	if root == nil {
 		root = func(p string) string { return p }
 	}
-	f, err := elf.Open(root(path))
+	f, err := elfsym.OpenFile(root(path))
 	if err != nil {
-		return nil, fmt.Errorf("unwind: %v", err)
+		return nil, fmt.Errorf("unwind: %w", err)
 	}
 	defer f.Close()
-	return fromELF(f, path, buildID, root)
+	if err := f.Is(want); err != nil {
+		return nil, fmt.Errorf("unwind: %w", err)
+	}
+	return fromELF(f, path, root)
 }
 
 // FromELFImage builds the table of an ELF image in memory, such as the
 // vDSO's, named name in errors. It has no separate debug file.
 func FromELFImage(img []byte, name string) (*Table, error) {
-	f, err := elf.NewFile(bytes.NewReader(img))
+	f, err := elfsym.NewFile(bytes.NewReader(img), name, int64(len(img)))
 	if err != nil {
-		return nil, fmt.Errorf("unwind: %s: %v", name, err)
+		return nil, fmt.Errorf("unwind: %w", err)
 	}
-	return fromELF(f, name, nil, nil)
+	return fromELF(f, name, nil)
 }
 
 // fromELF builds the table of f, recorded at path; root, when not nil,
 // finds its separate debug files.
-func fromELF(f *elf.File, path string, buildID []byte, root func(string) string) (*Table, error) {
+func fromELF(f *elfsym.File, path string, root func(string) string) (*Table, error) {
 	arch, err := cfi.ArchOf(f.Machine)
 	if err == nil && f.Class != elf.ELFCLASS64 {
 		err = fmt.Errorf("%v %v is not supported", f.Class, f.Machine)
@@ -66,22 +72,19 @@ func fromELF(f *elf.File, path string, buildID []byte, root func(string) string)
 	if err != nil {
 		return nil, fmt.Errorf("unwind: %s: %v", path, err)
 	}
-	id := elfsym.BuildID(f)
-	if len(buildID) > 0 && id != nil && !bytes.Equal(id, buildID) {
-		return nil, fmt.Errorf("unwind: %s: build-id %x, not the recorded %x", path, id, buildID)
-	}
+	id := f.BuildID()
 
 	t := &Table{}
 	m := &cfi.Machine{Arch: arch}
 	var fdes []fde
-	add := func(f *elf.File, file, name string, prio int) {
+	add := func(f *elfsym.File, file, name string, prio int) {
 		s := f.Section(name)
 		if s == nil || s.Type != elf.SHT_PROGBITS {
 			return // NOBITS in debug files: the data is in the runtime file
 		}
-		data, err := s.Data()
+		data, err := f.Data(s)
 		if err != nil {
-			t.problem(fmt.Errorf("unwind: %s: %s: %v", file, name, err))
+			t.problem(fmt.Errorf("unwind: %w", err))
 			return
 		}
 		sec := &cfi.Section{File: file, Name: name, Data: data, Addr: s.Addr, EH: name == ".eh_frame", Order: f.ByteOrder}
@@ -91,11 +94,11 @@ func fromELF(f *elf.File, path string, buildID []byte, root func(string) string)
 	add(f, path, ".debug_frame", prioDebugFrame)
 	if root != nil { // an image in memory has no debug file
 		for _, name := range elfsym.DebugFiles(path, f) {
-			df, err := elf.Open(root(name))
+			df, err := elfsym.OpenFile(root(name))
 			if err != nil {
 				continue
 			}
-			if did := elfsym.BuildID(df); id == nil || bytes.Equal(did, id) {
+			if did := df.BuildID(); id == nil || bytes.Equal(did, id) {
 				add(df, name, ".debug_frame", prioDebugFile)
 				df.Close()
 				break

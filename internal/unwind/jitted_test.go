@@ -12,6 +12,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/jitelf"
 )
@@ -80,7 +81,7 @@ func checkImages(t *testing.T, fns []jitelf.Function) {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tab, err := OpenELF(path, lay.BuildID[:], nil)
+		tab, err := OpenELF(path, elfsym.Recorded{BuildID: lay.BuildID[:]}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func TestMatchesReadelf(t *testing.T) {
 	readelf := fixtures.LookPath(t, "readelf")
 	for name, path := range hostLibraries(t) {
 		t.Run(name, func(t *testing.T) {
-			tab, err := OpenELF(path, nil, nil)
+			tab, err := OpenELF(path, elfsym.Recorded{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/cfi"
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 )
@@ -258,7 +259,7 @@ func TestOpenELFImage(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tab, err := OpenELF(path, lay.BuildID[:], nil)
+	tab, err := OpenELF(path, elfsym.Recorded{BuildID: lay.BuildID[:]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +289,11 @@ func TestOpenELFImage(t *testing.T) {
 			t.Errorf("after the last function: Lookup(%#x) = %v", end, got)
 		}
 	}
-	if _, err := OpenELF(path, []byte{1, 2, 3}, nil); err == nil || !strings.Contains(err.Error(), "build-id") {
+	if _, err := OpenELF(path, elfsym.Recorded{BuildID: []byte{1, 2, 3}}, nil); err == nil || !strings.Contains(err.Error(), "build-id") {
 		t.Errorf("another build-id: err = %v", err)
 	}
 	// root maps the recorded path to where the file is.
-	if _, err := OpenELF("/recorded/jitted-1-1.so", nil, func(p string) string {
+	if _, err := OpenELF("/recorded/jitted-1-1.so", elfsym.Recorded{}, func(p string) string {
 		return filepath.Join(filepath.Dir(path), filepath.Base(p))
 	}); err != nil {
 		t.Errorf("through root: %v", err)

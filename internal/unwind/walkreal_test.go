@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/fixtures"
 )
 
@@ -103,7 +104,7 @@ func mapsFinder(t *testing.T, maps []mapping) func(uint64) (Rule, bool) {
 		if tabs[m.path] != nil {
 			continue
 		}
-		tab, err := OpenELF(m.path, nil, nil)
+		tab, err := OpenELF(m.path, elfsym.Recorded{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
