@@ -97,6 +97,6 @@ demo-data:
 test:
 	scripts/test.sh
 
-# The figures of the README's performance table.
+# The figures of docs/performance.md's tables (scripts/bench.sh says which).
 bench:
 	scripts/bench.sh

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Measures the figures of the README's performance table. Each comparison is
-# made in one run, side by side, since the machines are noisy.
+# Measures the figures of docs/performance.md's tables (the README quotes a
+# few): reading and writing dumps and perf maps, dump --stats against cat,
+# jitprof inject against perf inject --jit, and jitprof report against perf
+# inject + perf report. Each comparison is made in one run, side by side,
+# since the machines are noisy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

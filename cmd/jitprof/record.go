@@ -39,9 +39,13 @@ A command's environment is set so that JIT runtimes describe their code in a
 jitdump without any flag:
 
   NODE_OPTIONS             += --perf-prof --interpreted-frames-native-stack
+  DENO_V8_FLAGS            += --perf-prof,--interpreted-frames-native-stack
+  BUN_JSC_useJITDump       =  1
+  BUN_JSC_jitDumpDirectory =  the output's directory
   ERL_FLAGS                += +JPperf true
   PYTHON_PERF_JIT_SUPPORT  =  1 (CPython 3.13 and later)
   DOTNET_PerfMapEnabled    =  1
+  MONO_ENV_OPTIONS         += --jitmap (a perf map, not a jitdump)
   JITDUMPDIR               =  the output's directory (LLVM, the agents)
   JAVA_TOOL_OPTIONS        += -agentpath:<jitprof's JVMTI agent>, and with
                               -g or --call-graph -XX:+PreserveFramePointer
