@@ -20,6 +20,13 @@ func NrCPUsFeature(avail, online uint32) Feature {
 	return Feature{ID: FeatureNrCPUs, Data: appendU32s(nil, avail, online)}
 }
 
+// ClockDataFeature returns the FeatureClockData section, as ClockData
+// reads it.
+func ClockDataFeature(cd ClockData) Feature {
+	b := appendU32s(nil, 1, uint32(cd.ClockID))
+	return Feature{ID: FeatureClockData, Data: appendU64s(b, cd.WallNs, cd.ClockNs)}
+}
+
 // CmdlineFeature returns the FeatureCmdline section: the recorder's
 // command line, one string per argument.
 func CmdlineFeature(args []string) Feature {

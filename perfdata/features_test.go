@@ -26,6 +26,7 @@ func TestFeaturesReadBack(t *testing.T) {
 	if _, err := perfdata.EventDescFeature([]*perfdata.Attr{attr}, nil); err == nil {
 		t.Error("EventDescFeature took an event without a name")
 	}
+	clock := perfdata.ClockData{ClockID: 1, WallNs: 1_795_000_000_123_456_789, ClockNs: 86_400_000_000_042}
 	path := filepath.Join(t.TempDir(), "perf.data")
 	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: []perfdata.Feature{
 		perfdata.StringFeatureOf(perfdata.FeatureHostname, "host-with-a-name-longer-than-sixty-four-bytes-to-cross-the-padding"),
@@ -33,6 +34,7 @@ func TestFeaturesReadBack(t *testing.T) {
 		perfdata.StringFeatureOf(perfdata.FeatureArch, "x86_64"),
 		perfdata.NrCPUsFeature(4, 2),
 		perfdata.CmdlineFeature([]string{"jitprof", "record", "--", "a b"}),
+		perfdata.ClockDataFeature(clock),
 		ed,
 	}})
 	if err != nil {
@@ -55,6 +57,9 @@ func TestFeaturesReadBack(t *testing.T) {
 			t.Errorf("feature %d: %q, %v, %v; want %q", id, got, ok, err, want)
 		}
 	}
+	if got, ok, err := f.ClockData(); got != clock || !ok || err != nil {
+		t.Errorf("clock data %+v, %v, %v; want %+v", got, ok, err, clock)
+	}
 	descs, err := f.EventDescs()
 	if err != nil || len(descs) != 1 || descs[0].Name != "cpu-clock" || !slices.Equal(descs[0].IDs, attr.IDs) {
 		t.Errorf("event descriptions %+v, %v", descs, err)
@@ -62,7 +67,8 @@ func TestFeaturesReadBack(t *testing.T) {
 
 	header := string(fixtures.Perf(t, "report", "-i", path, "--header-only"))
 	for _, want := range []string{"os release : 6.1.0-test", "nrcpus online : 2", "nrcpus avail : 4",
-		"cmdline : jitprof record -- a b", "event : name = cpu-clock"} {
+		"cmdline : jitprof record -- a b", "event : name = cpu-clock",
+		"clockid: monotonic (1)", "= 86400.000000042 (monotonic)"} {
 		if !strings.Contains(header, want) {
 			t.Errorf("perf report --header-only lacks %q:\n%s", want, header)
 		}

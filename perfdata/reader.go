@@ -838,6 +838,37 @@ func (r *Reader) StringFeature(id FeatureID) (s string, ok bool, err error) {
 	return "", false, nil
 }
 
+// ClockData is the HEADER_CLOCK_DATA section: the samples' clock, and one
+// moment read on it and on the wall clock, which ties the recording's
+// times to a boot of a machine.
+type ClockData struct {
+	ClockID         int32
+	WallNs, ClockNs uint64
+}
+
+// ClockData returns the recording's HEADER_CLOCK_DATA section, as perf's
+// write_clock_data lays it out; ok is false when the recording has none
+// (perf writes it when its samples use a clockid, -k).
+func (r *Reader) ClockData() (cd ClockData, ok bool, err error) {
+	for _, f := range r.features {
+		if f.ID != FeatureClockData {
+			continue
+		}
+		c := featureCursor{b: f.Data, off: f.Offset}
+		version := c.u32()
+		cd.ClockID = int32(c.u32())
+		cd.WallNs, cd.ClockNs = c.u64(), c.u64()
+		if c.err == "" && version != 1 {
+			c.err = fmt.Sprintf("version %d, not 1", version)
+		}
+		if c.err != "" {
+			return ClockData{}, true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d (clock data): %s", f.ID, c.err)})
+		}
+		return cd, true, nil
+	}
+	return ClockData{}, false, nil
+}
+
 // SampleTime returns when the recording's first and last samples were taken,
 // from the HEADER_SAMPLE_TIME section perf record writes; ok is false when
 // the recording has none.

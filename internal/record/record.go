@@ -813,11 +813,24 @@ func (s *session) features(cpus []int) []perfdata.Feature {
 		perfdata.StringFeatureOf(perfdata.FeatureArch, unix.ByteSliceToString(u.Machine[:])),
 		perfdata.NrCPUsFeature(uint32(possibleCPUs(len(cpus))), uint32(len(cpus))),
 		perfdata.CmdlineFeature(s.o.Cmdline),
+		perfdata.ClockDataFeature(clockData()),
 	}
 	if ed, err := perfdata.EventDescFeature(s.attrs(), s.eventNames()); err == nil {
 		fs = append(fs, ed)
 	}
 	return fs
+}
+
+// clockData reads the samples' clock (CLOCK_MONOTONIC, perf.go) and the
+// wall clock at one moment: with it a report tells a recording of this
+// boot of this machine, whose processes it may look for among the live
+// ones, from one of another, whose pids name unrelated processes here.
+func clockData() perfdata.ClockData {
+	var before, after unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &before)
+	wall := time.Now().UnixNano()
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &after)
+	return perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNs: uint64(wall), ClockNs: uint64((before.Nano() + after.Nano()) / 2)}
 }
 
 // paranoia returns kernel.perf_event_paranoid, or 2 when unreadable.
