@@ -233,7 +233,8 @@ func TestWriterAllRecords(t *testing.T) {
 }
 
 // TestWriterDirectory: the dump goes into the directory given, else
-// $JITDUMPDIR, else a new directory of its own under ~/.debug/jit.
+// $JITDUMPDIR, else a new directory of its own under ~/.debug/jit, and only
+// its user may read it: the directory can be /tmp.
 func TestWriterDirectory(t *testing.T) {
 	given, env, home := t.TempDir(), t.TempDir(), t.TempDir()
 	tests := []struct {
@@ -255,6 +256,13 @@ func TestWriterDirectory(t *testing.T) {
 			want := strings.ReplaceAll(tt.want, "PID", run.get("pid"))
 			if !regexp.MustCompile("^" + want + "$").MatchString(run.get("path")) {
 				t.Fatalf("dump at %s, want %s", run.get("path"), want)
+			}
+			st, err := os.Stat(run.get("path"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm()&0o077 != 0 {
+				t.Errorf("dump mode %v, want none for group or others", st.Mode())
 			}
 			_, recs := readDump(t, run.get("path"))
 			if len(recs) != 1 || recs[0].Header().Type != jitdump.TypeCodeClose {

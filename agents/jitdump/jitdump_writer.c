@@ -256,8 +256,11 @@ jd_writer *jd_open(const char *dir, const char *tag)
 		goto fail;
 	}
 	/* O_EXCL|O_NOFOLLOW: nobody can make the host write through a planted
-	 * link; O_RDWR because the marker mapping needs read access. */
-	w->fd = open(w->path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
+	 * link; O_RDWR because the marker mapping needs read access. 0600: the
+	 * dump names the host's functions and holds its code, and $JITDUMPDIR
+	 * can be a shared directory (jitprof record's -o /tmp/x.data); its
+	 * readers, perf inject and jitprof, run as its user or root. */
+	w->fd = open(w->path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (w->fd < 0)
 		goto fail;
 

@@ -71,7 +71,7 @@ written to ~/.debug, and IN is never changed; OUT appears whole or not at all.`,
 	f.StringVarP(&opts.Output, "output", "o", "", "the recording to write")
 	f.StringVar(&opts.ImageDir, "jit-dir", "", "directory for the images (default OUT.jit)")
 	f.StringArrayVar(&opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
-	f.BoolVarP(&opts.Host.Force, "force", "f", false, "read dumps whoever owns them, as perf's -f (by default one not owned by its process's owner or root is skipped)")
+	f.BoolVarP(&opts.Host.Force, "force", "f", false, "read dumps whoever owns them, as perf's -f (by default one owned by neither its process's owner nor root, nor by you once the process is gone, is skipped)")
 	f.BoolVar(&noPack, "no-pack", false, "one image per function, as perf inject writes them")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar and no summary")
 	f.BoolP("jit", "j", true, "accepted for perf inject's muscle memory; injecting jitted code is what this command does")

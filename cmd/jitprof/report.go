@@ -108,7 +108,7 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 	f.StringVarP(&s.opts.Input, "input", "i", "perf.data", "the recording, or an archive jitprof archive wrote")
 	f.StringArrayVar(&s.opts.DumpDirs, "jitdump-dir", nil, "search `DIR` for dumps not at their recorded path (repeatable)")
 	f.StringArrayVar(&s.opts.PerfMapDirs, "perfmap-dir", nil, "search `DIR` for perf-<pid>.map files, before /tmp (repeatable)")
-	f.BoolVarP(&s.opts.Host.Force, "force", "f", false, "read dumps and perf maps whoever owns them, as perf's -f (by default one not owned by its process's owner or root is skipped)")
+	f.BoolVarP(&s.opts.Host.Force, "force", "f", false, "read dumps and perf maps whoever owns them, as perf's -f (by default one owned by neither its process's owner nor root, nor by you once the process is gone, is skipped)")
 	f.StringVar(&s.opts.Event, "event", "", "the event to report, as perf evlist names it (default the first)")
 	f.UintSliceVar(&s.pids, "pid", nil, "only samples of these process ids")
 	f.UintSliceVar(&s.tids, "tid", nil, "only samples of these thread ids")

@@ -362,7 +362,8 @@ type pprofSink struct {
 }
 
 // pprofPrefix starts the name of the files the agent writes, and only
-// those are counted and removed.
+// those are counted and removed (of them, only the agent's own: see
+// profiles).
 const pprofPrefix = "jitprof-"
 
 func (ps *pprofSink) put(w *window, p *profile.Profile, _ string) {
@@ -439,26 +440,34 @@ type pprofFile struct {
 	size, disk int64
 }
 
-// profiles lists the agent's profiles in the directory, oldest first.
+// profiles lists the agent's profiles in the directory, oldest first. The
+// directory can be shared (sticky, as /tmp), where anyone can make a file
+// of such a name, one that sorts as the newest: only regular files of the
+// agent's own user, not linked elsewhere, are the agent's, so that another
+// user's can neither make it remove its own profiles nor be removed. A
+// file counts no more than its blocks hold: a sparse one's length costs no
+// disk.
 func (ps *pprofSink) profiles() ([]pprofFile, error) {
 	entries, err := os.ReadDir(ps.dir)
 	if err != nil {
 		return nil, err
 	}
+	euid := uint32(os.Geteuid())
 	var files []pprofFile
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), pprofPrefix) || !strings.HasSuffix(e.Name(), ".pb.gz") {
 			continue
 		}
-		fi, err := e.Info()
+		fi, err := e.Info() // lstat: a symlink planted since is no regular file
 		if err != nil {
 			continue
 		}
-		disk := fi.Size()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			disk = st.Blocks * 512
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || !fi.Mode().IsRegular() || st.Uid != euid || st.Nlink != 1 {
+			continue
 		}
-		files = append(files, pprofFile{e.Name(), fi.Size(), disk})
+		disk := st.Blocks * 512
+		files = append(files, pprofFile{e.Name(), min(fi.Size(), disk), disk})
 	}
 	slices.SortFunc(files, func(a, b pprofFile) int { return strings.Compare(a.name, b.name) }) // names sort by time
 	return files, nil

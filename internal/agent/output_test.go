@@ -289,6 +289,92 @@ func TestPprofPlantedLinks(t *testing.T) {
 	}
 }
 
+// TestPprofOthersFiles: in a shared directory, files of the profiles' names
+// that are not the agent's own (another user's, a hard link to a file of
+// root's) are neither counted against the bound nor removed; a sparse
+// file counts what it holds on disk, not its length. Each planted file
+// sorts where it hurts most: a huge one as the newest, which trim would
+// keep while it removed the rest; a small one as the oldest, which trim
+// would remove first.
+func TestPprofOthersFiles(t *testing.T) {
+	attacker := fixtures.NewAttacker(t)
+	const newest, oldest = pprofPrefix + "99991231T235959Z-999999.pb.gz", pprofPrefix + "00010101T000000Z-000000.pb.gz"
+	asAttacker := func(t *testing.T, script string, args ...string) {
+		t.Helper()
+		if out, err := attacker.Command("sh", append([]string{"-c", script, "sh"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("the attacker's %s: %v\n%s", script, err, out)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		max   int64
+		plant func(t *testing.T, dir string) string // returns the planted name
+		kept  int                                   // of the agent's three
+	}{
+		{"another user's sparse file, the newest", 1000, func(t *testing.T, dir string) string {
+			asAttacker(t, `truncate -s 64G "$1"`, filepath.Join(dir, newest))
+			return newest
+		}, 3},
+		{"another user's file, the oldest", 250, func(t *testing.T, dir string) string {
+			asAttacker(t, `head -c 1000 /dev/zero > "$1"`, filepath.Join(dir, oldest))
+			return oldest
+		}, 2},
+		{"another user's link to a file of root's", 1000, func(t *testing.T, dir string) string {
+			shared := filepath.Join(dir, "shared.log")
+			if err := os.WriteFile(shared, make([]byte, 100000), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// What protected_hardlinks lets another user link: a file
+			// they may read and write.
+			if err := os.Chmod(shared, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			asAttacker(t, `ln "$1" "$2"`, shared, filepath.Join(dir, newest))
+			return newest
+		}, 3},
+		{"a sparse file of the agent's user", 1000, func(t *testing.T, dir string) string {
+			f, err := os.Create(filepath.Join(dir, newest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(64 << 30); err != nil {
+				t.Fatal(err)
+			}
+			return newest
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := stickyDir(t)
+			var own []string
+			for i := range 3 {
+				name := fmt.Sprintf("%s20260101T0000%02dZ-%06d.pb.gz", pprofPrefix, i, i)
+				if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 100), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				own = append(own, name)
+			}
+			planted := tc.plant(t, dir)
+			ps := &pprofSink{dir: dir, max: tc.max, log: func(string) {}}
+			if err := ps.trim(); err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, name := range own {
+				if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+					left = append(left, name)
+				}
+			}
+			if want := own[len(own)-tc.kept:]; !slices.Equal(left, want) {
+				t.Errorf("the agent's profiles left: %v, want %v", left, want)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, planted)); err != nil {
+				t.Errorf("%s removed: %v", planted, err)
+			}
+		})
+	}
+}
+
 // TestOutputModes runs the agent with every output it has, under two
 // umasks: every file it writes (windows, copies of perf maps, profiles, the
 // status) holds other processes' data, so is 0600 whatever the umask; and

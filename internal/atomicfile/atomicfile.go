@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // Mode is the permission a file is created with.
@@ -109,8 +111,8 @@ func (m Mode) CreateTemp(name string) (*os.File, error) {
 var fifoWait = 5 * time.Second
 
 // inPlace opens name for writing where it is when it is a character device
-// or a FIFO of a trusted owner (root, the effective user, the user sudo ran
-// jitprof for), and returns nil for anything to be replaced by the rename
+// or a FIFO of yours (foreign.Yours: root, you, the user sudo ran jitprof
+// for), and returns nil for anything to be replaced by the rename
 // (nothing there, a regular file, a symbolic link planted by another user).
 //
 // Such a file in a sticky directory (/tmp) may be another user's: written
@@ -130,7 +132,7 @@ func inPlace(name string) (*os.File, error) {
 	if err := unix.Fstat(path, &st); err != nil {
 		return nil, nil
 	}
-	trust := TrustedOwners()
+	trust := foreign.Yours()
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if !slices.Contains(trust, st.Uid) {
 			return nil, nil // planted: replaced, never followed
@@ -173,13 +175,6 @@ func inPlace(name string) (*os.File, error) {
 		}
 		return os.NewFile(uintptr(fd), name), nil
 	}
-}
-
-// TrustedOwners are the users whose files jitprof may take for its own,
-// to write in place or to read as its user's: root, the effective user,
-// and the user sudo ran jitprof for, who could have had root do anything.
-func TrustedOwners() []uint32 {
-	return append(sudoer().uids, uint32(os.Geteuid()))
 }
 
 func kindName(kind uint32) string {
@@ -337,14 +332,9 @@ type trusted struct {
 // sudoer trusts root and the user sudo ran jitprof for, who could have
 // had root write anywhere anyway.
 func sudoer() *trusted {
-	t := &trusted{uids: []uint32{0}, gids: []uint32{0}}
-	for _, id := range []struct {
-		env string
-		to  *[]uint32
-	}{{"SUDO_UID", &t.uids}, {"SUDO_GID", &t.gids}} {
-		if n, err := strconv.ParseUint(os.Getenv(id.env), 10, 32); err == nil {
-			*id.to = append(*id.to, uint32(n))
-		}
+	t := &trusted{uids: foreign.Yours(), gids: []uint32{0}}
+	if n, err := strconv.ParseUint(os.Getenv("SUDO_GID"), 10, 32); err == nil {
+		t.gids = append(t.gids, uint32(n))
 	}
 	return t
 }

@@ -14,8 +14,8 @@
 //   - opens O_NONBLOCK, so a FIFO cannot block, then fstat's what it opened
 //     (never a stat before the open) and keeps regular files only;
 //   - applies perf's rule for perf maps and dumps (Rules.Owners): a file
-//     not owned by its process's owner or root is skipped, unless forced
-//     (perf's -f).
+//     not owned by its process's owner or root (by Yours once the process is
+//     gone) is skipped, unless forced (perf's -f).
 //
 // Reads and copies are bounded by what the file has on disk and by a limit
 // (ReadAll, Copy), so a sparse or endless file cannot exhaust memory or disk.
@@ -33,6 +33,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -70,7 +71,7 @@ var (
 	// expected.
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrOwner is a file its process's owner did not make (perf's rule).
-	ErrOwner = errors.New("not owned by its process's owner or root (--force reads it anyway)")
+	ErrOwner = errors.New("not owned by its process's owner or root, nor by you once the process is gone (--force reads it anyway)")
 	// ErrTooBig is a file larger than its limit, or than what it has on disk.
 	ErrTooBig = errors.New("too big")
 )
@@ -139,6 +140,24 @@ func open(path string, rules Rules) (*os.File, error) {
 		return nil, fmt.Errorf("owned by uid %d: %w", st.Uid, ErrOwner)
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// Yours are who may own a process's file opened once the process is gone,
+// when no owner is left to open it as: root and the user running jitprof,
+// as perf reads a perf map only of root or its own user, and, as root, the
+// user sudo ran jitprof for (SUDO_UID), who could have had root do
+// anything: internal/atomicfile trusts the same users with what root
+// writes.
+func Yours() []uint32 {
+	euid := uint32(os.Geteuid())
+	owners := []uint32{0}
+	if euid != 0 {
+		return append(owners, euid)
+	}
+	if n, err := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32); err == nil && n != 0 {
+		owners = append(owners, uint32(n))
+	}
+	return owners
 }
 
 // openAs runs open with the filesystem credentials of as, on a thread of its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,5 +191,31 @@ func TestBounds(t *testing.T) {
 	out.Reset()
 	if n, err := foreign.Copy(&out, f, 100, 900); n != 900 || err != nil {
 		t.Errorf("Copy from 100, limit 900: %d bytes, %v", n, err)
+	}
+}
+
+// Yours trusts root, the user jitprof runs as and, as root, a user that
+// sudo names: never a SUDO_UID that a user not root sets for itself.
+func TestYours(t *testing.T) {
+	euid := uint32(os.Geteuid())
+	for _, tc := range []struct {
+		sudo string
+		want []uint32 // as root
+	}{
+		{"", []uint32{0}},
+		{"1000", []uint32{0, 1000}},
+		{"0", []uint32{0}},
+		{"-1", []uint32{0}},
+		{"4294967296", []uint32{0}},
+		{"1000x", []uint32{0}},
+	} {
+		t.Setenv("SUDO_UID", tc.sudo)
+		want := tc.want
+		if euid != 0 {
+			want = []uint32{0, euid}
+		}
+		if got := foreign.Yours(); !slices.Equal(got, want) {
+			t.Errorf("SUDO_UID=%q: Yours() = %v, want %v", tc.sudo, got, want)
+		}
 	}
 }

@@ -144,3 +144,148 @@ func TestAttacks(t *testing.T) {
 		}
 	})
 }
+
+// TestGoneProcessOwner plants, once the recorded process is gone and its pid
+// free, the perf map and dump at the paths the recording names, and in a
+// directory searched for copies that others may write (the recording's, in
+// /tmp), as another user would: with no owner left to open them as, root
+// reads only root's, its own and those of the user sudo ran it for, as perf
+// does, and says which file it refused and whose it is.
+func TestGoneProcessOwner(t *testing.T) {
+	bad := fixtures.NewAttacker(t)
+	gone := uint32(1<<23 + os.Getpid()) // beyond any pid_max
+	other := gone + 1                   // the pid a container's runtime named its dump by
+	const stranger = 4242
+	shared, err := os.MkdirTemp("", "jitprof-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	for _, place := range []struct {
+		name string
+		dir  string   // where the files are planted
+		dirs []string // searched for copies
+		at   string   // the directory the recording saw the dumps in
+	}{
+		{"at the recorded path", "/tmp", nil, "/tmp"},
+		{"in a shared directory", shared, []string{shared}, "/nonexistent"},
+	} {
+		for _, tc := range []struct {
+			name  string
+			owner uint32
+			sudo  string // SUDO_UID
+			force bool
+			read  bool
+		}{
+			{"root's", 0, "", false, true},
+			{"another user's", bad.Uid, "", false, false},
+			{"another user's, forced", bad.Uid, "", true, true},
+			{"the sudoer's", bad.Uid, fmt.Sprint(bad.Uid), false, true},
+			{"another than the sudoer's", bad.Uid, fmt.Sprint(stranger), false, false},
+		} {
+			t.Run(place.name+"/"+tc.name, func(t *testing.T) {
+				t.Setenv("SUDO_UID", tc.sudo)
+				plant := func(name string, data []byte) string {
+					path := filepath.Join(place.dir, name)
+					os.Remove(path)
+					t.Cleanup(func() { os.Remove(path) })
+					if err := os.WriteFile(path, data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(path, int(tc.owner), int(tc.owner)); err != nil {
+						t.Fatal(err)
+					}
+					return path
+				}
+				refusal := func(t *testing.T, warned, path string) {
+					t.Helper()
+					if !strings.Contains(warned, path) || !strings.Contains(warned, fmt.Sprintf("uid %d", tc.owner)) {
+						t.Errorf("the refusal names neither %s nor its owner: %q", path, warned)
+					}
+				}
+
+				t.Run("perf map", func(t *testing.T) {
+					path := plant(fmt.Sprintf("perf-%d.map", gone), []byte("0 7fffffffffff PWNED\n"))
+					m, _, ok, refused := PickPerfMap(PerfMapPaths(Host{Force: tc.force}, gone, now(), place.dirs))
+					if ok != tc.read || ok && m.String() != path {
+						t.Fatalf("picked %v, %v (refused %v); want it read: %v", m, ok, refused, tc.read)
+					}
+					if tc.read {
+						return
+					}
+					if !errors.Is(errors.Join(refused...), foreign.ErrOwner) {
+						t.Errorf("refused for %v, want %v", refused, foreign.ErrOwner)
+					}
+					refusal(t, fmt.Sprint(refused), path)
+				})
+
+				for _, d := range []struct {
+					name     string
+					namedPid uint32
+				}{{"dump", gone}, {"container's dump", other}} {
+					t.Run(d.name, func(t *testing.T) {
+						name := fmt.Sprintf("jit-%d.dump", d.namedPid)
+						path := plant(name, dumpBytes(t, 1))
+						rec := &Recording{Markers: []Marker{{Path: filepath.Join(place.at, name), Pid: gone, Time: now()}}, Host: Host{Force: tc.force}}
+						var warned strings.Builder
+						rec.Load(place.dirs, func(err error) { fmt.Fprintln(&warned, err) })
+						defer rec.Close()
+						if read := len(rec.Dumps) == 1; read != tc.read {
+							t.Fatalf("loaded %d dumps (warned %q); want it read: %v", len(rec.Dumps), warned.String(), tc.read)
+						}
+						if !tc.read {
+							refusal(t, warned.String(), path)
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
+// TestSharedDirLive: while the process runs, a directory searched for copies
+// that others may write holds its owner's files too, as its own /tmp does,
+// and still no one else's.
+func TestSharedDirLive(t *testing.T) {
+	bad := fixtures.NewAttacker(t)
+	sleep := bad.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	pid := uint32(sleep.Process.Pid)
+	shared := bad.Dir(t)
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		owner int
+		read  bool
+	}{
+		{"its owner's", int(bad.Uid), true},
+		{"root's", 0, true},
+		{"another user's", 4242, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(shared, fmt.Sprintf("perf-%d.map", pid))
+			if err := os.WriteFile(path, []byte("1000 10 f\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(path)
+			if err := os.Chown(path, tc.owner, tc.owner); err != nil {
+				t.Fatal(err)
+			}
+			m, _, ok, refused := PickPerfMap(PerfMapPaths(Host{}, pid, now(), []string{shared}))
+			if got := ok && m.String() == path; got != tc.read {
+				t.Errorf("read %s: %v (refused %v), want %v", path, got, refused, tc.read)
+			}
+		})
+	}
+}

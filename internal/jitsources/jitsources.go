@@ -26,6 +26,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/foreign"
+	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/perfdata"
 	"golang.org/x/sys/unix"
@@ -333,6 +334,29 @@ func SearchDirs(path string, dirs []string) []string {
 	return append(slices.Clip(dirs), filepath.Dir(path))
 }
 
+// inDir is the file name in dir, one of SearchDirs. Such a directory holds
+// the user's own files, unless others may write it: the recording's, when
+// it is /tmp, holds anyone's perf-PID.map. There the file must have one of
+// owners, as at its process's own path, and its name is no symlink; it is
+// opened as the caller, since jitprof's own copies are private to it.
+func inDir(dir, name string, owners []uint32, force bool) foreign.Path {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil || st.Mode&0o022 == 0 {
+		return foreign.Plain(filepath.Join(dir, name))
+	}
+	return foreign.Path{Name: name, Rules: foreign.Rules{Root: filepath.Clean(dir), NoSymlinks: true, Owners: owners, Force: force}}
+}
+
+// owners are who may own a process's file in a directory others may
+// write: root, you and, while it runs (live), its owner.
+func owners(live *procfs.Process) []uint32 {
+	o := foreign.Yours()
+	if live != nil {
+		o = append(o, live.Cred.Uid)
+	}
+	return o
+}
+
 // locate finds the dump marker m points to. The path the recording saw is
 // the one its process saw: in a container (another mount namespace), it
 // leads elsewhere on this side, or nowhere. So a dump is looked for, in
@@ -351,8 +375,10 @@ func SearchDirs(path string, dirs []string) []string {
 // A dump is another process's file: it is opened as that process would
 // open it and under perf's rule of ownership (procfs.Process.Open). Once the
 // process is gone, the path the recording saw is opened with no symlink in
-// it: the kernel records a mapping's path with every link resolved, so a
-// link there now was planted. The copies and dirs are the user's own. The
+// it (the kernel records a mapping's path with every link resolved, so a
+// link there now was planted) and only if root or you own it, as perf
+// would: another user can have put a file there since. The copies and dirs
+// are the user's own, but for a directory others may write (inDir). The
 // reasons candidates were refused for (not "not there") come back with
 // the failure.
 func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
@@ -360,22 +386,25 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 	own := fmt.Sprintf("jit-%d.dump", m.Pid)
 	base := filepath.Base(m.Path)
 	namePid, _ := MarkerPid(base)
-	atPath := foreign.Path{Name: m.Path, Rules: foreign.Rules{NoSymlinks: true}}
+	atPath := foreign.Path{Name: m.Path, Rules: gone(host.Force)}
 	var inRoot []foreign.Path
+	var live *procfs.Process
 	if p, err := host.proc().Process(m.Pid, m.Time); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
 		atPath.Rules = atHost(p, host.Force)
+		live = &p
 	}
+	trusted := owners(live)
 	if namePid != m.Pid {
 		for _, d := range dirs {
-			candidates = append(candidates, foreign.Plain(filepath.Join(d, own)))
+			candidates = append(candidates, inDir(d, own, trusted, host.Force))
 		}
 		candidates = append(append(candidates, inRoot...), atPath)
 	} else {
 		candidates = append([]foreign.Path{atPath}, inRoot...)
 	}
 	for _, d := range dirs {
-		candidates = append(candidates, foreign.Plain(filepath.Join(d, base)))
+		candidates = append(candidates, inDir(d, base, trusted, host.Force))
 	}
 	var refused []error
 	for _, c := range candidates {

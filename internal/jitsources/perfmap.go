@@ -109,19 +109,26 @@ type PerfMap struct {
 // A perf map is another process's file: while it runs, opened as it would
 // open it, under perf's rule of ownership (procfs.Process.Open); once it is
 // gone, /tmp's is opened with no symlink in its path, since a runtime
-// writes its map itself and a link can only have been planted.
+// writes its map itself and a link can only have been planted, and only if
+// root or you own it (foreign.Yours), since anyone can make /tmp's once the
+// pid is free. A directory of dirs that others may write is no better than
+// /tmp (inDir).
 func PerfMapPaths(host Host, pid uint32, seen uint64, dirs []string) []foreign.Path {
 	name := fmt.Sprintf("perf-%d.map", pid)
+	inTmp := foreign.Path{Name: filepath.Join("/tmp", name), Rules: gone(host.Force)}
+	var inRoot []foreign.Path
+	var live *procfs.Process
+	if p, err := host.proc().Process(pid, seen); err == nil {
+		inRoot = append(inRoot, foreign.Path{Name: fmt.Sprintf("/tmp/perf-%d.map", p.NSpid), Rules: p.Rules(host.Force)})
+		inTmp.Rules = atHost(p, host.Force)
+		live = &p
+	}
+	trusted := owners(live)
 	var paths []foreign.Path
 	for _, d := range dirs {
-		paths = append(paths, foreign.Plain(filepath.Join(d, name)))
+		paths = append(paths, inDir(d, name, trusted, host.Force))
 	}
-	inTmp := foreign.Path{Name: filepath.Join("/tmp", name), Rules: foreign.Rules{NoSymlinks: true}}
-	if p, err := host.proc().Process(pid, seen); err == nil {
-		paths = append(paths, foreign.Path{Name: fmt.Sprintf("/tmp/perf-%d.map", p.NSpid), Rules: p.Rules(host.Force)})
-		inTmp.Rules = atHost(p, host.Force)
-	}
-	return append(paths, inTmp)
+	return append(append(paths, inRoot...), inTmp)
 }
 
 // Host is the machine a recording is read on: where the recorded processes
@@ -309,4 +316,11 @@ func atHost(p procfs.Process, force bool) foreign.Rules {
 	r := p.Rules(force)
 	r.Root, r.NoSymlinks = "", true
 	return r
+}
+
+// gone are the rules for a file at a path of this side once its process is
+// gone: there is no owner left to open it as, so perf's own rule (root's or
+// yours) and no symlink in the path.
+func gone(force bool) foreign.Rules {
+	return foreign.Rules{NoSymlinks: true, Owners: foreign.Yours(), Force: force}
 }
