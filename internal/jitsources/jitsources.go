@@ -119,6 +119,10 @@ type Recording struct {
 	// Host, set before Load, says where the recorded processes that still
 	// run are, and how their dumps are trusted.
 	Host
+	// RecordedElsewhere says why the recording was not made on this boot
+	// of this machine (Elsewhere), "" when it was: Load then looks for no
+	// recorded process among the live ones.
+	RecordedElsewhere string
 
 	// hideFrom is, by pid, the time from which the process's anonymous
 	// mappings are hidden: that of the first marker of a usable dump.
@@ -149,7 +153,7 @@ func Scan(r *perfdata.Reader, visit Visit) (*Recording, error) {
 	reuse, reuseSamples := r.ReuseRecord, r.ReuseSampleBytes
 	r.ReuseRecord, r.ReuseSampleBytes = true, true // samples are skipped
 	defer func() { r.ReuseRecord, r.ReuseSampleBytes = reuse, reuseSamples }()
-	rec := &Recording{}
+	rec := &Recording{RecordedElsewhere: Elsewhere(r)}
 	for {
 		raw, err := r.NextRaw()
 		// A recording cut short is read as far as it is whole; the pass
@@ -223,8 +227,10 @@ func (rec *Recording) Load(dirs []string, warn func(error)) {
 	source := make(map[string]foreign.Path)
 	var missing []Marker
 	refused := make(map[string][]error)
+	host := rec.Host
+	host.Elsewhere = cmp.Or(host.Elsewhere, rec.RecordedElsewhere)
 	for _, m := range rec.Markers {
-		at, ok, why := locate(m, dirs, rec.Host)
+		at, ok, why := locate(m, dirs, host)
 		if !ok {
 			missing = append(missing, m)
 			refused[m.Path] = append(refused[m.Path], why...)
@@ -389,7 +395,7 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 	atPath := foreign.Path{Name: m.Path, Rules: gone(host.Force)}
 	var inRoot []foreign.Path
 	var live *procfs.Process
-	if p, err := host.proc().Process(m.Pid, m.Time); err == nil {
+	if p, err := host.process(m.Pid, m.Time); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
 		atPath.Rules = atHost(p, host.Force)
 		live = &p

@@ -118,7 +118,7 @@ func PerfMapPaths(host Host, pid uint32, seen uint64, dirs []string) []foreign.P
 	inTmp := foreign.Path{Name: filepath.Join("/tmp", name), Rules: gone(host.Force)}
 	var inRoot []foreign.Path
 	var live *procfs.Process
-	if p, err := host.proc().Process(pid, seen); err == nil {
+	if p, err := host.process(pid, seen); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: fmt.Sprintf("/tmp/perf-%d.map", p.NSpid), Rules: p.Rules(host.Force)})
 		inTmp.Rules = atHost(p, host.Force)
 		live = &p
@@ -139,9 +139,20 @@ type Host struct {
 	Proc procfs.FS
 	// Force reads dumps and perf maps whatever their owner, as perf's -f.
 	Force bool
+	// Elsewhere, when set, says why the recorded processes are not this
+	// machine's (Elsewhere): none is looked for among the live ones, whose
+	// pids name unrelated processes.
+	Elsewhere string
 }
 
-func (h Host) proc() procfs.FS { return cmp.Or(h.Proc, procfs.Host) }
+// process returns the recorded process pid, seen at time seen (perf's
+// clock), if it runs here still.
+func (h Host) process(pid uint32, seen uint64) (procfs.Process, error) {
+	if h.Elsewhere != "" {
+		return procfs.Process{}, errors.New(h.Elsewhere)
+	}
+	return cmp.Or(h.Proc, procfs.Host).Process(pid, seen)
+}
 
 const maxPerfMap = perfmap.MaxFileSize
 

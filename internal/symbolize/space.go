@@ -257,6 +257,9 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	}
 	b.jit.Cache = opts.Dumps
 	b.jit.Host = opts.Host
+	// Perf maps are looked for, in live processes, under the same rule
+	// as dumps.
+	b.opts.Host.Elsewhere = cmp.Or(opts.Host.Elsewhere, b.jit.RecordedElsewhere)
 	b.jit.Load(opts.DumpDirs, opts.Warn)
 	slices.SortStableFunc(b.events, func(x, y event) int {
 		if c := cmp.Compare(x.time, y.time); c != 0 {
