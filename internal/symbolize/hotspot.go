@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -180,7 +181,9 @@ func noBangPrologue(code []byte, i int) (hotspotPrologue, bool) {
 	default:
 		return hotspotPrologue{}, false
 	}
-	if !firstInstruction(code, i, 0x48, 0x81, 0xec) || disp < 0 || disp%8 != 0 {
+	// The frame, disp+16 bytes, is one an int32 holds: past that, disp+8
+	// and sub's immediate wrap alike and the frame's size is negative.
+	if !firstInstruction(code, i, 0x48, 0x81, 0xec) || disp < 0 || disp%8 != 0 || disp > math.MaxInt32-16 {
 		return hotspotPrologue{}, false
 	}
 	if code[i-7] != 0xe9 && int32(binary.LittleEndian.Uint32(code[i-4:])) != disp+8 {

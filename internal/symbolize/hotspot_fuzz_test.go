@@ -20,6 +20,8 @@ func FuzzHotspotFrame(f *testing.F) {
 		cat(noBangSub, noBangMov, body, add8[:3], []byte{0x10}, popRBP, ret),
 		cat(stubSub, stubMov, call, popRBP, ret),
 		cat(bang, pushRBP, movRSPRBP, sub8, body, add8, body, leave, ret, body),
+		// A frame of 2^31+8 bytes, whose size wrapped to a negative one.
+		cat([]byte{0x48, 0x81, 0xec, 0x00, 0x00, 0x00, 0x80}, []byte{0x48, 0x89, 0xac, 0x24, 0xf8, 0xff, 0xff, 0x7f}, body, popRBP, ret),
 	} {
 		f.Add("LWork;fib(I)J", code)
 	}

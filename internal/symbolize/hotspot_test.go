@@ -136,6 +136,10 @@ func TestHotspotFrame(t *testing.T) {
 		{"itable stub", "itable stub", []byte{0x4c, 0x8b, 0x70, 0x08, 0xff, 0x63, 0x40}, []want{{3, sp(8)}}},
 		{"a bang reaching above rsp is not one", "LWork;fib(I)J", cat([]byte{0x89, 0x84, 0x24, 0x00, 0x10, 0x00, 0x00}, pushRBP, sub8, body), nil},
 		{"sub and mov disagreeing", "LWork;fib(I)J", cat(noBangSub, []byte{0x48, 0x89, 0x6c, 0x24, 0x20}, body), nil},
+		// sub $0x80000000,%rsp; mov %rbp,0x7ffffff8(%rsp): disp+8 wraps as
+		// the immediate does, to a frame of -2^31+8 bytes.
+		{"a frame too large for an int32", "LWork;fib(I)J",
+			cat([]byte{0x48, 0x81, 0xec, 0x00, 0x00, 0x00, 0x80}, []byte{0x48, 0x89, 0xac, 0x24, 0xf8, 0xff, 0xff, 0x7f}, body, popRBP, ret), nil},
 		{"no entry in the first 128 bytes", "LWork;fib(I)J", cat(make([]byte, 130), bang, pushRBP, sub8), nil},
 		{"a JIT other than HotSpot", "fib", c2, nil},
 		{"a stub of another kind", "StubRoutines (1)", c2, nil},
