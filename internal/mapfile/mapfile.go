@@ -30,13 +30,29 @@ func Open(name string) (*Mapping, error) {
 }
 
 // Map is Open for a file already open, which stays open.
+//
+// A regular file that another user can truncate (not owned by you, as
+// foreign.Yours has it, or writable by its group or others: a tenant's
+// dump or recording handed to root's check, dump or inject) is mapped from
+// jitprof's own copy of it (a Mirror's): a mapping of their file would
+// fault (SIGBUS) where they truncated it, a crash no Go code can catch.
 func Map(f *os.File) (*Mapping, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if size := st.Size(); st.Mode().IsRegular() && size > 0 && int64(int(size)) == size {
-		data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+		mapped := f
+		if !yoursAlone(st) {
+			if mapped, err = copyOf(f); err != nil {
+				return nil, err
+			}
+			defer mapped.Close() // the mapping keeps the copy
+			if size, err = mapped.Seek(0, io.SeekEnd); err != nil || size == 0 || int64(int(size)) != size {
+				return &Mapping{}, err
+			}
+		}
+		data, err := unix.Mmap(int(mapped.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err == nil {
 			_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // readers go front to back
 			return &Mapping{Data: data, mapped: true}, nil

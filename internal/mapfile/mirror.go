@@ -4,6 +4,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -75,4 +77,22 @@ func (m *Mirror) Close() error {
 		return nil
 	}
 	return m.f.Close()
+}
+
+// yoursAlone tells whether only you can change the file st describes: it
+// is yours (foreign.Yours), and neither its group nor others may write it.
+func yoursAlone(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && slices.Contains(foreign.Yours(), sys.Uid) && st.Mode().Perm()&0o022 == 0
+}
+
+// copyOf returns a copy of f, bounded as a Mirror's, that nobody else can
+// reach, removed once closed.
+func copyOf(f *os.File) (*os.File, error) {
+	m, err := NewMirror()
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close() // what Grow returns keeps the copy
+	return m.Grow(f)
 }
