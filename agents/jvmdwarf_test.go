@@ -228,7 +228,11 @@ func TestJVMInterpretedFrames(t *testing.T) {
 		}
 	}
 	t.Logf("%d samples in the interpreter, %d name main and the method running", interp, named)
-	if interp < 1000 || float64(named) < 0.9*float64(interp) {
+	// 500 samples put the share within about 1.3 points (its standard
+	// error at 90%): enough to tell 90% named. A loaded machine gives the
+	// JVM's 3 s fewer of them (769 in one CI rehearsal beside fuzzing);
+	// the bound is on the share, not on how busy the machine was.
+	if interp < 500 || float64(named) < 0.9*float64(interp) {
 		t.Errorf("%d of %d samples in the interpreter name main and the method running, want 90%%", named, interp)
 	}
 	// What reports show is the function's Name: an interpreted method is
