@@ -86,7 +86,7 @@ func (y *symbolizer) run(queue <-chan *window) {
 }
 
 func (y *symbolizer) window(w *window) {
-	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables, Dumps: y.jitDumps}}
+	opts := perfprof.Options{Input: w.path, Options: symbolize.Options{Warn: y.warn, Tables: y.tables, Dumps: y.jitDumps, Host: jitsources.Host{Force: y.o.Force}}}
 	if y.o.OffCPU {
 		opts.View = perfprof.WallView
 	}
