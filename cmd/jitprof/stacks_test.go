@@ -324,11 +324,18 @@ func TestRecordJavaStacks(t *testing.T) {
 		}
 		return chainShare(foldedStacks(t, out),
 			regexp.MustCompile(`(^|;)Work\.`).MatchString,
-			regexp.MustCompile(`(^|;)(JavaMain|start_thread);.*;Work\.main\(`).MatchString)
+			// main itself, or the interpreter still running it: with -g
+			// an interpreted frame is the interpreter's (its Method* is
+			// in stack memory a frame-pointer walk does not copy), and a
+			// loaded machine keeps main interpreted longer (84% named it
+			// in one CI rehearsal, all of the rest whole to JavaMain).
+			regexp.MustCompile(`(^|;)(JavaMain|start_thread);.*;(Work\.main\(|call_stub;Interpreter;Work\.)`).MatchString)
 	}
 	in, whole := share(t, "")
 	t.Logf("with frame pointers: %d of %d samples in Work's methods reach main and JavaMain", whole, in)
-	if in < 1000 || float64(whole) < 0.9*float64(in) {
+	// Work runs 1.5 s of wall time, of which a loaded machine gives it
+	// less: 300 samples still put the share within 2 points.
+	if in < 300 || float64(whole) < 0.9*float64(in) {
 		t.Errorf("%d of %d samples in Work's methods reach main and JavaMain, want 90%%", whole, in)
 	}
 	in, whole = share(t, "-XX:-PreserveFramePointer")
