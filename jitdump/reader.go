@@ -131,6 +131,11 @@ func (r *Reader) parseHeader(b []byte) error {
 		case bits.ReverseBytes32(Magic):
 			r.hdr.ByteOrder, r.ord.big = binary.BigEndian, true
 		default:
+			// The two files of a JIT profile sit side by side, and
+			// one is easily named for the other.
+			if bytes.HasPrefix(b, []byte("PERFILE2")) {
+				return &FormatError{Off: 0, Msg: "not a jitdump file but a perf.data recording (magic \"PERFILE2\"): jitprof report or inject reads it"}
+			}
 			return &FormatError{Off: 0, Msg: fmt.Sprintf("not a jitdump file: magic %#08x", binary.LittleEndian.Uint32(b))}
 		}
 	}

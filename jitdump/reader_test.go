@@ -407,6 +407,8 @@ func TestHeaderErrors(t *testing.T) {
 	}{
 		{"empty", nil, "0 of 40 bytes"},
 		{"not jitdump", []byte("\x7fELF\x02\x01\x01\x00 and more bytes than a header has......"), "not a jitdump file"},
+		{"perf.data", []byte("PERFILE2h\x00\x00\x00\x00\x00\x00\x00 and more bytes than a header has"), `offset 0x0: not a jitdump file but a perf.data recording (magic "PERFILE2"): jitprof report or inject reads it`},
+		{"perf.data, short", []byte("PERFILE2"), "not a jitdump file but a perf.data recording"},
 		{"short", h[:20], "20 of 40 bytes"},
 		{"header size too small", small, "smaller than the 40-byte header"},
 		{"header larger than file", wide, "40 of 2147483648 bytes"},

@@ -252,6 +252,12 @@ func (r *Reader) parseMagic(b []byte) error {
 	case bits.ReverseBytes64(Magic):
 		return &FormatError{Off: 0, Msg: "big-endian perf.data is not supported"}
 	default:
+		// The two files of a JIT profile sit side by side, and one is
+		// easily named for the other: "JiTD", jitdump's magic, in
+		// either byte order.
+		if j := string(b[:4]); j == "DTiJ" || j == "JiTD" {
+			return &FormatError{Off: 0, Msg: fmt.Sprintf("not a perf.data file but a jitdump (magic %q): jitprof dump or check reads it", b[:4])}
+		}
 		return &FormatError{Off: 0, Msg: fmt.Sprintf("not a perf.data file: magic %q", b[:8])}
 	}
 }

@@ -226,6 +226,8 @@ func TestCorrupt(t *testing.T) {
 	}{
 		{name: "empty", data: nil, opening: true, wantErr: "0 of 16 bytes", trunc: true},
 		{name: "not perf.data", data: []byte("PERFFILE\x68\x00\x00\x00\x00\x00\x00\x00"), opening: true, wantErr: "not a perf.data file"},
+		{name: "a jitdump", data: []byte("DTiJ\x01\x00\x00\x00\x28\x00\x00\x00\x3e\x00\x00\x00"), opening: true, wantErr: `not a perf.data file but a jitdump (magic "DTiJ"): jitprof dump or check reads it`},
+		{name: "a big-endian jitdump", data: []byte("JiTD\x00\x00\x00\x01\x00\x00\x00\x28\x00\x00\x00\x3e"), opening: true, wantErr: `not a perf.data file but a jitdump (magic "JiTD")`},
 		{name: "big-endian", data: edit(good[:16], func(b []byte) { binary.BigEndian.PutUint64(b, perfdata.Magic) }), opening: true, wantErr: "big-endian"},
 		{name: "header size", data: edit(good, put64(8, 72)), opening: true, wantErr: "header size 72", off: 8},
 		{name: "header cut", data: good[:60], opening: true, wantErr: "60 of 104 bytes", trunc: true},

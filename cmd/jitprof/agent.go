@@ -86,7 +86,7 @@ agent started are not counted.`,
 			defer stop()
 			st, err := agent.Run(ctx, o)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return recordError(err)
 			}
 			o.Log(fmt.Sprintf("stopped: %d windows, %d samples (%d lost), %d sent, %d dropped, %d pprof files",
 				st.Windows, st.Samples, st.Lost, st.Sent, st.Dropped, st.PprofFiles))
@@ -102,7 +102,7 @@ agent started are not counted.`,
 	f.StringVarP(&event, "event", "e", "", "the `EVENT` to sample, as jitprof record's -e")
 	f.BoolVarP(&fp, "frame-pointers", "g", true, "record call chains by frame pointers, as jitprof record -g (-g=false: the sampled address only)")
 	f.StringVar(&graph, "call-graph", "", "record call chains: `MODE` fp (frame pointers, the default) or dwarf[,SIZE] (user registers and SIZE bytes of user stack a sample, default 8192, unwound by the code's unwind tables: whole stacks through code without frame pointers, such as CPython's, at about 100 times the bytes a sample)")
-	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked: each window's profile holds cpu and off-cpu time (pprof's wall-clock sample types; OTLP: a cpu and an off-cpu profile per process); the stacks of blocks shorter than `MIN` (default 100us; 0 keeps all) are left out, their time kept")
+	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked: each window's profile holds cpu and off-cpu time (pprof's wall-clock sample types; OTLP: a cpu and an off-cpu profile per process); the stacks of blocks shorter than `MIN` (100us for --off-cpu alone; 0 keeps all) are left out, their time kept")
 	f.Lookup("off-cpu").NoOptDefVal = "100us"
 	f.UintSliceVarP(&pids, "pid", "p", nil, "sample these processes, their threads and children, instead of every process")
 	f.StringVar(&o.Cgroup, "cgroup", "", "profile only the processes in this cgroup or below it (`PATH` as /proc/PID/cgroup gives it, e.g. /system.slice/docker-ID.scope)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jitprof/jitprof/internal/annotate"
@@ -35,7 +36,17 @@ goes by is refused with the closest ones that were sampled.`,
   jitprof record -o app.data -- node app.js
   jitprof annotate 'JS:*fib /app/fib.js:3:13' -i app.data --intel
   jitprof annotate 'JS:*addMod /app.js:4:16 [inferred]' -i app.data`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return errors.New("annotate needs a function's name, as jitprof report prints it: jitprof annotate 'JS:*fib /app/fib.js:3:13'")
+			case len(args) > 1:
+				// JavaScript's names hold spaces: one unquoted
+				// arrives in pieces.
+				return fmt.Errorf("annotate takes one function's name, not %d: quote one with spaces, as in jitprof annotate 'JS:*fib /app/fib.js:3:13'", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Only the leaf's address says which instruction a sample
 			// is on: callers by function keep a profile of deep

@@ -28,6 +28,9 @@ kernel's symbols and vDSO.`,
   jitprof report -i app.tar.gz        # on any machine`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkInput(cmd, samples.opts.Input); err != nil {
+				return err
+			}
 			if output == "" {
 				output = samples.opts.Input + ".tar.gz"
 			}

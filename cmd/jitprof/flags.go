@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,9 +13,13 @@ import (
 // perf and timeout(1) take it, in plain seconds (1.5).
 type durationFlag struct{ d *time.Duration }
 
+// String gives a zero duration as "0", which pflag takes for a zero
+// default and leaves out of the help; "0s" it printed, as "(default 0s)",
+// which read as a value given: --off-cpu keeping every block, when
+// recording no switch is the default.
 func (f durationFlag) String() string {
-	if f.d == nil {
-		return "0s"
+	if f.d == nil || *f.d == 0 {
+		return "0"
 	}
 	return f.d.String()
 }
@@ -77,4 +82,14 @@ func samplingFlags(event string, pids []uint) (*record.Event, []int, error) {
 		ps = append(ps, int(p))
 	}
 	return ev, ps, nil
+}
+
+// recordError is the exit of a recording that failed: status 2, as for any
+// usage error, when an option's value was refused before recording began
+// (-F over the kernel's limit, -m not a power of two), else 1.
+func recordError(err error) error {
+	if oe := (*record.OptionError)(nil); errors.As(err, &oe) {
+		return &exitError{code: 2, err: err}
+	}
+	return &exitError{code: 1, err: err}
 }

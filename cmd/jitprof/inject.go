@@ -37,6 +37,9 @@ written to ~/.debug, and IN is never changed; OUT appears whole or not at all.`,
 			if opts.Output == "" {
 				return &exitError{code: 2, err: fmt.Errorf("inject needs -o OUT")}
 			}
+			if err := checkInput(cmd, opts.Input); err != nil {
+				return err
+			}
 			opts.Pack = !noPack
 			opts.Warn = func(err error) { fmt.Fprintln(cmd.ErrOrStderr(), "jitprof: warning:", err) }
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {

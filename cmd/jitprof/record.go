@@ -145,7 +145,7 @@ regular file is kept.`,
 				fmt.Fprintln(stderr, "jitprof:", keepErr)
 			}
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return recordError(err)
 			}
 			// Before the summary, whose lines would push it out of sight:
 			// a command that could not run (127) is why a recording
@@ -212,7 +212,7 @@ regular file is kept.`,
 	f.Int64Var(&jitMB, "jit-copy-max-mb", jitwatch.DefaultCopyMaxBytes>>20, "bound the copies of the processes' perf maps and dumps beside the recording to this many MiB in all; a copy that would pass it is cut, and said")
 	f.BoolVarP(&o.Force, "force", "f", false, "copy perf maps and dumps that neither their process's owner nor root owns (perf's -f); symlinks, FIFOs and sparse files are refused still")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no notes and no summary")
-	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked, for report's off-CPU and wall-clock views; the stacks of blocks shorter than `MIN` (default 100us; 0 keeps all) are left out, their time kept")
+	f.Var(durationFlag{&o.OffCPUMin}, "off-cpu", "also record every switch of the threads off and onto a CPU, with the stack where each blocked, for report's off-CPU and wall-clock views; the stacks of blocks shorter than `MIN` (100us for --off-cpu alone; 0 keeps all) are left out, their time kept")
 	f.Lookup("off-cpu").NoOptDefVal = "100us"
 	return cmd
 }

@@ -61,7 +61,11 @@ func TestRecordArgs(t *testing.T) {
 		{"bad event", []string{"record", "-o", out, "-e", "no-such-event", "--", "true"}, 2, `event "no-such-event"`},
 		{"bad modifier", []string{"record", "-o", out, "-e", "cpu-clock:k", "--", "true"}, 2, "only u"},
 		{"missing command", []string{"record", "-o", out, "--", "no-such-command-jitprof"}, 1, "executable file not found"},
-		{"ring not a power of two", []string{"record", "-o", out, "-m", "100", "--", "true"}, 1, "not a power of two"},
+		// Usage errors all exit 2, those record.Run finds as well.
+		{"ring not a power of two", []string{"record", "-o", out, "-m", "100", "--", "true"}, 2, "not a power of two"},
+		{"frequency over the limit", []string{"record", "-o", out, "-F", "2000000000", "--", "true"}, 2, "-F 2000000000 exceeds the kernel's limit"},
+		{"frequency zero", []string{"record", "-o", out, "-F", "0", "--", "true"}, 2, "-F 0: the frequency must be positive"},
+		{"copy bound", []string{"record", "-o", out, "--jit-copy-max-mb", "0", "--", "true"}, 2, "--jit-copy-max-mb: must be positive"},
 		{"call graph mode", []string{"record", "-o", out, "--call-graph", "lbr", "--", "true"}, 2, `--call-graph "lbr": fp or dwarf[,SIZE]`},
 		{"stack size", []string{"record", "-o", out, "--call-graph", "dwarf,65536", "--", "true"}, 2, "between 1 and 65528 bytes"},
 		{"pid gone", []string{"record", "-o", out, "-p", "1073741824"}, 1, "no such process"},

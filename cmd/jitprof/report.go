@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/jitprof/jitprof/internal/archive"
 	"github.com/jitprof/jitprof/internal/contract"
+	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/procfs"
 	"github.com/jitprof/jitprof/internal/report"
@@ -34,6 +38,11 @@ type sampleFlags struct {
 	// closing and watched stop and wait for the watch on it (see unpack).
 	unpacked         *archive.Extracted
 	closing, watched chan struct{}
+	// described are the processes whose runtime described its code in a
+	// file the analysis warned about (jitsources.DescribedError): their
+	// code unnamed is that file's doing, not a runtime flag missing.
+	described   map[uint32]bool
+	describedMu sync.Mutex
 }
 
 // close removes what reading the input left behind.
@@ -97,6 +106,16 @@ func (s *sampleFlags) unpack() error {
 func (s *sampleFlags) setWarn(cmd *cobra.Command) {
 	stderr := cmd.ErrOrStderr()
 	s.opts.Warn = func(err error) {
+		if de := (*jitsources.DescribedError)(nil); errors.As(err, &de) {
+			s.describedMu.Lock()
+			if s.described == nil {
+				s.described = make(map[uint32]bool)
+			}
+			for _, pid := range de.Pids {
+				s.described[pid] = true
+			}
+			s.describedMu.Unlock()
+		}
 		if !s.quiet {
 			fmt.Fprintln(stderr, "jitprof: warning:", err)
 		}
@@ -122,6 +141,9 @@ func (s *sampleFlags) register(cmd *cobra.Command) {
 // (one without stages).
 func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfprof.Result, error) {
 	if err := s.setFilter(); err != nil {
+		return nil, err
+	}
+	if err := checkInput(cmd, s.opts.Input); err != nil {
 		return nil, err
 	}
 	// The analysis's heap is mostly long-lived tables (symbols, dumps,
@@ -167,9 +189,22 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in code its jitdump does not describe yet: it still runs, and its runtime writes its dump through a buffer (V8: up to 2 MB); report again once it has exited, and they will be named\n",
 					u.Samples, u.Kept, u.Pid, u.Comm)
 			}
+			var perfMapped map[uint32]bool
+			if len(res.Unnamed) > 0 {
+				perfMapped = perfMapPids(res.Profile)
+			}
 			for _, u := range res.Unnamed {
-				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in anonymous memory that no jitdump or perf map describes: its JIT's code is unnamed. %s\n",
-					u.Samples, u.Kept, u.Pid, u.Comm, describeHint(u.Comm))
+				// A runtime that wrote a dump or perf map was started
+				// right: its flag is no help, the file's warning is.
+				hint := " " + describeHint(u.Comm)
+				switch {
+				case s.described[u.Pid]:
+					hint = " Its runtime described it in a file not read: see the warning above."
+				case perfMapped[u.Pid]:
+					hint = " Its perf map names only part of it."
+				}
+				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in anonymous memory that no jitdump or perf map describes: its JIT's code is unnamed.%s\n",
+					u.Samples, u.Kept, u.Pid, u.Comm, hint)
 			}
 			for _, st := range res.Stripped {
 				if st.Samples*20 >= res.Kept { // 5%: worth a package install
@@ -183,6 +218,19 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	return results, nil
 }
 
+// checkInput refuses a recording at -i's default that is not there, saying
+// how to get one: whoever runs a command bare in a directory with no
+// perf.data has not recorded yet, or recorded under another name.
+func checkInput(cmd *cobra.Command, input string) error {
+	if cmd.Flags().Changed("input") {
+		return nil
+	}
+	if _, err := os.Stat(input); errors.Is(err, fs.ErrNotExist) {
+		return &exitError{code: 1, err: fmt.Errorf("%s: no such file (record one with jitprof record -- CMD, or name one with -i FILE)", input)}
+	}
+	return nil
+}
+
 // describeHint says how the runtime a process's name suggests is made to
 // describe its code.
 func describeHint(comm string) string {
@@ -192,6 +240,26 @@ func describeHint(comm string) string {
 		return any
 	}
 	return fmt.Sprintf("%s describes it when started with %s; jitprof record -- CMD sets that for you.", r.Name, r.Flag)
+}
+
+// perfMapPids returns the processes with a sample on code a perf map
+// names: a perf map of theirs was found.
+func perfMapPids(p *contract.Profile) map[uint32]bool {
+	pids := make(map[uint32]bool)
+	for i := range p.Samples {
+		smp := &p.Samples[i]
+		pid, ok := p.LabelsOf(smp).NumLabel("pid")
+		if !ok || pids[uint32(pid)] {
+			continue
+		}
+		for _, id := range p.Stack(smp) {
+			if p.MappingKind(p.Mapping(p.Location(id).Mapping)) == contract.PerfMap {
+				pids[uint32(pid)] = true
+				break
+			}
+		}
+	}
+	return pids
 }
 
 // setFilter sets the analysis's filter from the flags.

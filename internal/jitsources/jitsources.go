@@ -256,23 +256,24 @@ func (rec *Recording) Load(dirs []string, warn func(error)) {
 	// ones among those read.
 	type warning struct {
 		path string
+		pids []uint32
 		errs []error
 	}
 	var warnings []warning
-	reported := make(map[string]bool)
+	byPath := make(map[string][]Marker)
 	for _, m := range missing {
-		if !reported[m.Path] {
-			reported[m.Path] = true
-			warnings = append(warnings, warning{m.Path, []error{notFound(m.Path, dirs, refused[m.Path])}})
-		}
+		byPath[m.Path] = append(byPath[m.Path], m)
+	}
+	for _, path := range slices.Sorted(maps.Keys(byPath)) {
+		warnings = append(warnings, warning{path, markerPids(byPath[path]), []error{notFound(path, dirs, refused[path])}})
 	}
 	for i, f := range files {
-		warnings = append(warnings, warning{byFile[f][0].Path, problems[i]})
+		warnings = append(warnings, warning{byFile[f][0].Path, markerPids(byFile[f]), problems[i]})
 	}
 	slices.SortStableFunc(warnings, func(x, y warning) int { return cmp.Compare(x.path, y.path) })
 	for _, w := range warnings {
 		for _, err := range w.errs {
-			warn(err)
+			warn(&DescribedError{Pids: w.pids, Err: err})
 		}
 	}
 	for i, d := range dumps {
@@ -424,6 +425,29 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 		}
 	}
 	return foreign.Path{}, false, refused
+}
+
+// DescribedError is a problem with a file in which processes described
+// their jitted code: a dump they marked (not found, refused, unreadable or
+// read with problems), or a perf map refused. Their runtimes did describe
+// their code, so their code unnamed is the file's doing: telling the user
+// to start the runtime with its flag would mislead.
+type DescribedError struct {
+	Pids []uint32 // recorded pids of the processes, ascending
+	Err  error
+}
+
+func (e *DescribedError) Error() string { return e.Err.Error() }
+func (e *DescribedError) Unwrap() error { return e.Err }
+
+// markerPids returns the distinct pids of ms, ascending.
+func markerPids(ms []Marker) []uint32 {
+	var pids []uint32
+	for _, m := range ms {
+		pids = append(pids, m.Pid)
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids)
 }
 
 // notFound says that the dump at path was found nowhere locate looked, or

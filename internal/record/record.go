@@ -304,15 +304,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return &s.res, nil
 }
 
+// OptionError is an option's value refused before anything is opened or
+// started: the caller's usage error, not a failure to record.
+type OptionError struct{ Err error }
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // prepare checks o's frequency, ring buffer size and stack copies, and
 // returns the event to sample, the attr's configuration and the CPUs to
 // sample on; Run and OpenStream share it.
 func (o *Options) prepare() (Event, attrConfig, []int, error) {
 	if err := checkFreq(o.Freq); err != nil {
-		return Event{}, attrConfig{}, nil, err
+		return Event{}, attrConfig{}, nil, &OptionError{err}
 	}
 	if o.Pages < 0 || o.Pages&(o.Pages-1) != 0 {
-		return Event{}, attrConfig{}, nil, fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)
+		return Event{}, attrConfig{}, nil, &OptionError{fmt.Errorf("ring buffer of %d pages: not a power of two", o.Pages)}
 	}
 	ac := attrConfig{freq: o.Freq, callGraph: o.CallGraph, inherit: !o.AllCPUs}
 	if o.CallGraph == DWARF {
@@ -320,7 +327,7 @@ func (o *Options) prepare() (Event, attrConfig, []int, error) {
 			o.StackSize = DefaultStackSize
 		}
 		if o.StackSize%8 != 0 || o.StackSize > MaxStackSize {
-			return Event{}, attrConfig{}, nil, fmt.Errorf("user stack copies of %d bytes: the size must be a multiple of 8 up to %d", o.StackSize, MaxStackSize)
+			return Event{}, attrConfig{}, nil, &OptionError{fmt.Errorf("user stack copies of %d bytes: the size must be a multiple of 8 up to %d", o.StackSize, MaxStackSize)}
 		}
 		machine, _ := hostelf.Machine()
 		var err error

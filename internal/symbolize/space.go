@@ -717,7 +717,7 @@ func (s *Space) perfMap(p *process, seen uint64) *Module {
 		// A map that is there but refused (another user's, a symlink, a
 		// FIFO) is said, not passed over in silence.
 		for _, err := range refused {
-			s.opts.Warn(fmt.Errorf("perf map of process %d refused: %w", p.pid, err))
+			s.opts.Warn(&jitsources.DescribedError{Pids: []uint32{p.pid}, Err: fmt.Errorf("perf map of process %d refused: %w", p.pid, err)})
 		}
 		if ok {
 			p.perfMap = s.opts.Tables.perfMap(m, times, s.readPerfMap)
