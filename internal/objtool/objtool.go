@@ -3,6 +3,7 @@ package objtool
 import (
 	"cmp"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/jitprof/jitprof/internal/contract"
@@ -84,7 +85,7 @@ func newTool(dumps map[string]*dumpindex.Dump) *Tool {
 // Open returns the file of a mapping. A dump's addresses are the runtime
 // addresses of its code, so it is the same file wherever it is mapped. An
 // ELF file is read with the mapping's placement (start, limit, offset).
-func (t *Tool) Open(file string, start, limit, offset uint64, _ string) (driver.ObjFile, error) {
+func (t *Tool) Open(file string, start, limit, offset uint64, buildID string) (driver.ObjFile, error) {
 	jf, err := t.jitFile(file)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func (t *Tool) Open(file string, start, limit, offset uint64, _ string) (driver.
 	if jf != nil {
 		return jf, nil
 	}
-	ef, err := t.elfFile(file)
+	ef, err := t.elfFile(file, buildID)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,9 @@ func (t *Tool) Disasm(file string, start, end uint64, intelSyntax bool) ([]drive
 	if jf != nil {
 		return jf.disasm(start, end, syntax)
 	}
-	ef, err := t.elfFile(file)
+	// pprof's driver gives no build-id here: the file was checked
+	// against its mapping's when Open or FuncIn opened it.
+	ef, err := t.elfFile(file, "")
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +184,7 @@ func (t *Tool) FuncIn(p *contract.Profile, m *contract.Mapping, addr uint64) (Fu
 		e, ok := pt.Lookup(addr)
 		return Func{Name: e.Name, Start: e.Start, End: e.Start + e.Size, noCode: "named by a perf map, which holds no code"}, ok, nil
 	}
-	ef, err := t.elfFile(file)
+	ef, err := t.elfFile(file, p.String(m.BuildID))
 	if err != nil {
 		return Func{}, false, err
 	}
@@ -260,25 +263,33 @@ func (t *Tool) jitFile(file string) (*jitFile, error) {
 	return jf, nil
 }
 
-func (t *Tool) elfFile(file string) (*elfFile, error) {
+// elfFile returns the ELF file of a mapping, opened once. buildID is the
+// mapping's, in hex, as the recording gave it ("" for none): a file at the
+// path with another is not the one the recording saw (replaced since, or
+// another file where a process in its own mount namespace had one of its
+// own), and its code is not shown for it.
+func (t *Tool) elfFile(file, buildID string) (*elfFile, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if ef := t.elfs[file]; ef != nil {
+	ef := t.elfs[file]
+	if ef == nil {
+		var err error
+		if file == contract.VDSOFile {
+			ef, err = openVDSO(t.files)
+		} else {
+			ef, err = openELF(t.files.Path(file))
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.elfs[file] = ef
+	}
+	if buildID == "" || file == contract.VDSOFile {
 		return ef, nil
 	}
-	var (
-		ef  *elfFile
-		err error
-	)
-	if file == contract.VDSOFile {
-		ef, err = openVDSO(t.files)
-	} else {
-		ef, err = openELF(t.files.Path(file))
+	if got := hex.EncodeToString(ef.syms.BuildID()); got != buildID {
+		return nil, fmt.Errorf("%s: build-id %q, the recording saw %s: %w", ef.path, got, buildID, elfsym.ErrOtherFile)
 	}
-	if err != nil {
-		return nil, err
-	}
-	t.elfs[file] = ef
 	return ef, nil
 }
 
