@@ -110,7 +110,7 @@ func (m Mode) CreateTemp(name string) (*os.File, error) {
 // reader (a `cat` started just after jitprof) before the write is refused.
 var fifoWait = 5 * time.Second
 
-// inPlace opens name for writing where it is when it is a character device
+// inPlace opens name for writing where it is when it is a character device,
 // or a FIFO of yours (foreign.Yours: root, you, the user sudo ran jitprof
 // for), and returns nil for anything to be replaced by the rename
 // (nothing there, a regular file, a symbolic link planted by another user).
@@ -151,8 +151,11 @@ func inPlace(name string) (*os.File, error) {
 	if kind != unix.S_IFCHR && kind != unix.S_IFIFO {
 		return nil, nil
 	}
-	if !slices.Contains(trust, st.Uid) {
-		return nil, fmt.Errorf("refusing to write to %s: a %s of uid %d, whose owner would read what jitprof writes", name, kindName(kind), st.Uid)
+	// Anyone can make a FIFO where others write; a device node only root
+	// can (a user namespace's are not the host's), so one is written as
+	// named (the terminal of the user su ran jitprof for: -o /dev/stdout).
+	if kind == unix.S_IFIFO && !slices.Contains(trust, st.Uid) {
+		return nil, fmt.Errorf("refusing to write to %s: a FIFO of uid %d, who would read what jitprof writes", name, st.Uid)
 	}
 	reopen := "/proc/self/fd/" + strconv.Itoa(path)
 	deadline := time.Now().Add(fifoWait)
@@ -175,13 +178,6 @@ func inPlace(name string) (*os.File, error) {
 		}
 		return os.NewFile(uintptr(fd), name), nil
 	}
-}
-
-func kindName(kind uint32) string {
-	if kind == unix.S_IFIFO {
-		return "FIFO"
-	}
-	return "device"
 }
 
 // Create creates name empty, mode m, open for writing, for a file written
