@@ -64,6 +64,12 @@ type Rules struct {
 	NoSymlinks bool
 	// Force drops the Owners check, as perf's -f does.
 	Force bool
+	// Same, when set, tells once Root is opened whether it is still the
+	// root of the process the rules were made for (procfs.Process.Rules):
+	// a pid reused since, even between a check and this open, names
+	// another process's. What is opened through the open root stays the
+	// checked process's, whatever the pid names after.
+	Same func() error
 }
 
 var (
@@ -112,6 +118,11 @@ func open(path string, rules Rules) (*os.File, error) {
 			return nil, err
 		}
 		defer unix.Close(root)
+		if rules.Same != nil {
+			if err := rules.Same(); err != nil {
+				return nil, err
+			}
+		}
 		dirfd = root
 		path = strings.TrimLeft(path, "/")
 		if path == "" {

@@ -100,18 +100,27 @@ const clockTicks = 100
 // Started returns when process pid started, in CLOCK_MONOTONIC nanoseconds
 // (the clock of jitprof's recordings), to the 10 ms of /proc's clock ticks.
 func (p FS) Started(pid uint32) (uint64, error) {
-	const startField = 22 // starttime
-	f, err := p.stat(pid, startField)
+	ticks, err := p.startTicks(pid)
 	if err != nil {
 		return 0, err
 	}
-	ticks := f[0]
 	// The start is in CLOCK_BOOTTIME, which also counts time suspended.
 	var boot, mono unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
 	suspended := uint64(max(0, boot.Nano()-mono.Nano()))
 	return max(ticks*(1e9/clockTicks), suspended) - suspended, nil
+}
+
+// startTicks returns when process pid started, in /proc's clock ticks
+// since boot: with its pid, what tells one process from another.
+func (p FS) startTicks(pid uint32) (uint64, error) {
+	const startField = 22 // starttime
+	f, err := p.stat(pid, startField)
+	if err != nil {
+		return 0, err
+	}
+	return f[0], nil
 }
 
 // CPUTime returns the CPU time process pid has used, user and system, to
@@ -168,21 +177,21 @@ func (p FS) Process(pid uint32, seen uint64) (Process, error) {
 	if start > seen+tickSlack {
 		return Process{}, fmt.Errorf("pid %d is a process started after the recording saw it (%.3f s > %.3f s): its pid was reused", pid, float64(start)/1e9, float64(seen)/1e9)
 	}
-	st, err := p.Status(pid)
-	if err != nil {
-		return Process{}, err
-	}
-	return Process{fs: p, Pid: pid, Status: st}, nil
+	return p.Live(pid)
 }
 
 // Live returns process pid as it is now, for a caller that watches live
 // processes rather than reading a recording.
 func (p FS) Live(pid uint32) (Process, error) {
+	ticks, err := p.startTicks(pid)
+	if err != nil {
+		return Process{}, err
+	}
 	st, err := p.Status(pid)
 	if err != nil {
 		return Process{}, err
 	}
-	return Process{fs: p, Pid: pid, Status: st}, nil
+	return Process{fs: p, Pid: pid, Status: st, ticks: ticks}, nil
 }
 
 // Process is a live process.
@@ -190,6 +199,18 @@ type Process struct {
 	fs  FS
 	Pid uint32
 	Status
+	ticks uint64 // when it started (startTicks): which process pid is
+}
+
+// same tells whether pid is still the process p is: one that ended may
+// have left its pid to another, whose root is not p's, and whose files
+// are not to be read as p's owner's.
+func (p Process) same() error {
+	ticks, err := p.fs.startTicks(p.Pid)
+	if err == nil && ticks != p.ticks {
+		err = fmt.Errorf("pid %d is another process now: the one seen has ended", p.Pid)
+	}
+	return err
 }
 
 // Root is the process's root directory, as this side sees it.
@@ -204,10 +225,14 @@ func (p Process) Open(path string, force bool) (*os.File, error) {
 
 // Rules are the rules by which a file of the process's is opened.
 func (p Process) Rules(force bool) foreign.Rules {
-	return foreign.Rules{
+	r := foreign.Rules{
 		Root:   p.Root(),
 		As:     &p.Cred,
 		Owners: []uint32{p.Cred.Uid, 0},
 		Force:  force,
 	}
+	if p.fs != "" { // made by FS.Process or FS.Live, not a test's literal
+		r.Same = p.same
+	}
+	return r
 }

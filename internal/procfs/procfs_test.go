@@ -124,3 +124,40 @@ func TestCPUTime(t *testing.T) {
 		t.Errorf("a stat without utime: %v", err)
 	}
 }
+
+// TestPidReused: a process's files are opened through its root only while
+// its pid is still that process: one that ended and left its pid to
+// another, between the check and the open or between two opens of rules
+// kept (a dump read again each window), has its root refused, not read
+// as the first one's owner.
+func TestPidReused(t *testing.T) {
+	fs := FS(t.TempDir())
+	dir := fs.Path(10)
+	os.MkdirAll(filepath.Join(dir, "root", "tmp"), 0o755)
+	start := func(ticks int) {
+		stat := fmt.Sprintf("10 (node) S%s %d 0 0\n", strings.Repeat(" 1", 18), ticks)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644)
+	}
+	start(500)
+	os.WriteFile(filepath.Join(dir, "status"), []byte(fmt.Sprintf("Uid:\t%d %[1]d %[1]d %[1]d\nGid:\t%d %[2]d %[2]d %[2]d\nNSpid:\t10\n", os.Getuid(), os.Getgid())), 0o644)
+	os.WriteFile(filepath.Join(dir, "root", "tmp", "perf-10.map"), []byte("1000 10 f\n"), 0o644)
+	p, err := fs.Process(10, 6e9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := p.Rules(false)
+	if f, err := p.Open("/tmp/perf-10.map", false); err != nil {
+		t.Fatalf("the process's own file: %v", err)
+	} else {
+		f.Close()
+	}
+	start(9_000) // pid 10 is another process now
+	if f, err := p.Open("/tmp/perf-10.map", false); err == nil {
+		f.Close()
+		t.Error("opened inside the root of pid 10's next process")
+	}
+	if f, err := foreign.Open("/tmp/perf-10.map", kept); err == nil {
+		f.Close()
+		t.Error("rules kept from before opened inside the root of pid 10's next process")
+	}
+}
