@@ -1,7 +1,9 @@
 package hotspot
 
 import (
+	"bytes"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,4 +88,63 @@ func TestReplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReply: a listener's answer is any bytes (the socket may be another
+// program's); it is read as the status line and the text after it, at most
+// maxReply bytes of it, or refused, and what is said of it stays short:
+// the 200 bytes truncate quotes, each at most 4 once quoted, and words.
+func FuzzReply(f *testing.F) {
+	for _, s := range []string{"0\nreturn code: 0\n", "0\n0\n", "0\nreturn code: -3\n", "-1\n/tmp/x/lib.so was not loaded.\n",
+		"101\n", "0\nDynamic agent loading is not enabled\n", "0", "", "HTTP/1.1 400\n"} {
+		f.Add([]byte(s))
+	}
+	const maxMessage = 100 + 4*200
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := readReply(bytes.NewReader(b))
+		if err != nil {
+			if len(err.Error()) > maxMessage {
+				t.Fatalf("an error of %d bytes: %.300s...", len(err.Error()), err)
+			}
+			return
+		}
+		head := b[:min(len(b), maxReply)]
+		line, text, _ := bytes.Cut(head, []byte{'\n'})
+		if status, _ := strconv.Atoi(string(line)); status != r.Status || r.Text != string(text) {
+			t.Fatalf("%q read as status %d and text %q", b, r.Status, r.Text)
+		}
+		err = loadResult(r)
+		if err == nil && (r.Status != 0 || !strings.HasSuffix(strings.TrimSpace(r.Text), "0")) {
+			t.Fatalf("%+v taken for a load", r)
+		}
+		if err != nil && len(err.Error()) > maxMessage {
+			t.Fatalf("an error of %d bytes: %.300s...", len(err.Error()), err)
+		}
+	})
+}
+
+// FuzzCatchesQuit: a /proc/PID/status of any bytes (a process's name is
+// in it) tells whether SIGQUIT is caught and not ignored by its SigCgt and
+// SigIgn lines, or is refused.
+func FuzzCatchesQuit(f *testing.F) {
+	f.Add([]byte("Name:\tjava\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t2000000181005ccf\n"))
+	f.Add([]byte("SigIgn:\t0000000000000004\nSigCgt:\t0000000000000004\n"))
+	f.Add([]byte("Name:\tSigCgt: 4\nSigIgn:\t0\n"))
+	f.Fuzz(func(t *testing.T, status []byte) {
+		caught, err := catchesQuit(status)
+		if err != nil {
+			return
+		}
+		masks := map[string]uint64{}
+		for line := range strings.Lines(string(status)) {
+			key, value, _ := strings.Cut(line, ":")
+			if key == "SigCgt" || key == "SigIgn" {
+				masks[key], _ = strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+			}
+		}
+		const quit = 1 << 2
+		if want := masks["SigCgt"]&quit != 0 && masks["SigIgn"]&quit == 0; caught != want {
+			t.Fatalf("%q: caught %v, the masks say %v", status, caught, want)
+		}
+	})
 }

@@ -1,12 +1,16 @@
 package objtool
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jitprof/jitprof/jitelf"
 )
 
 // TestCodeBeyondTheFile: a text section whose header claims more bytes than
@@ -72,5 +76,39 @@ func TestCodeBeyondTheFile(t *testing.T) {
 		t.Errorf("a sparse file claiming its code: %d bytes, error %v; want it refused", len(code), err)
 	} else if !strings.Contains(err.Error(), sparse) {
 		t.Errorf("the refusal %q does not name the file", err)
+	}
+}
+
+// TestCompressedCode: an executable section that says it is compressed
+// (SHF_COMPRESSED, which only debug sections are) gives an error naming
+// the file, not a panic: debug/elf reads such a section only as a stream.
+func TestCompressedCode(t *testing.T) {
+	// The section's first bytes are what debug/elf takes for its
+	// compression header: zlib, 64 bytes, 16-aligned.
+	code := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64([]byte{1, 0, 0, 0, 0, 0, 0, 0}, 64), 16)
+	image, _, err := jitelf.Append(nil, jitelf.Options{}, []jitelf.Function{{Name: "f", Code: append(code, make([]byte, 40)...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := f.Section(".text")
+	index := slices.Index(f.Sections, text)
+	// Elf64_Ehdr.e_shoff at 0x28, e_shentsize at 0x3a; Elf64_Shdr.sh_flags at 0x8.
+	hdr := binary.LittleEndian.Uint64(image[0x28:]) + uint64(index)*uint64(binary.LittleEndian.Uint16(image[0x3a:]))
+	binary.LittleEndian.PutUint64(image[hdr+0x8:], uint64(text.Flags|elf.SHF_COMPRESSED))
+	path := filepath.Join(t.TempDir(), "compressed")
+	if err := os.WriteFile(path, image, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ef, err := openELF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.close()
+	if code, err := ef.code(text.Addr, text.Addr+16); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("code of a compressed section: %d bytes, error %v; want an error naming the file", len(code), err)
 	}
 }

@@ -179,6 +179,11 @@ func (ef *elfFile) code(from, to uint64) ([]byte, error) {
 	if text == nil || to <= from {
 		return nil, fmt.Errorf("%s: no code at %#x", ef.path, from)
 	}
+	// Code is never compressed: debug/elf gives a section that says it is
+	// no bytes to read in place (a nil ReaderAt).
+	if text.Flags&elf.SHF_COMPRESSED != 0 {
+		return nil, fmt.Errorf("%s: %s, which holds the code at %#x, says it is compressed", ef.path, text.Name, from)
+	}
 	// The section's size is its header's claim, which the bytes present
 	// must back before any is read into memory of that size.
 	off, n := from-text.Addr, min(to, text.Addr+text.Size)-from

@@ -18,6 +18,10 @@ import (
 	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
+// collect and freeOSMemory are runtime.GC and debug.FreeOSMemory, which
+// FuzzRun skips: each costs a small analysis more than the analysis does.
+var collect, freeOSMemory = runtime.GC, debug.FreeOSMemory
+
 // result builds the profile: a Mapping per mapped ELF file (per place it
 // was mapped at), per place of a jitted function, and per perf map and the
 // kernel, with every Has* flag set since the profile is complete and pprof
@@ -58,7 +62,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 	// MB at once at a million functions): a collection under way when it
 	// went would keep it through them (a million functions' report then
 	// peaked at 438 MB, 341 otherwise).
-	runtime.GC()
+	collect()
 	// The samples first: their table (48 bytes a distinct sample) goes
 	// before the locations take room.
 	a.samplesOf(p)
@@ -78,7 +82,7 @@ func (a *aggregator) result(last bool) (*Result, error) {
 		// The symbol tables were the larger part of the heap: give
 		// their memory back now, or the report would be built on top
 		// of it.
-		debug.FreeOSMemory()
+		freeOSMemory()
 	}
 	return res, err
 }

@@ -101,7 +101,12 @@ func (a *aggregator) addBlocked(key stackKey, from, until uint64) {
 	a.reach(from)
 	a.reach(until - 1)
 	for t, first := from, true; t < until; first = false {
-		end := min(until, (t>>tl.shift+1)<<tl.shift)
+		end := (t>>tl.shift + 1) << tl.shift
+		if end <= t || end > until {
+			// The clock's last slot ends at 2^64, which wraps to 0: a
+			// recording's times are its writer's, any value.
+			end = until
+		}
 		key.slot = uint32(t>>tl.shift - tl.lo)
 		tot := a.stacks.at(key)
 		if first {

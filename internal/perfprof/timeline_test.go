@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -142,5 +143,40 @@ func TestTimeline(t *testing.T) {
 	writeRecording(t, bare, []*perfdata.Attr{{Type: 1, SamplePeriod: ms, SampleType: cpu.SampleType &^ perfdata.SampleTime, IDs: []uint64{1}}}, nil)
 	if _, err := perfprof.Run(perfprof.Options{Input: bare, Timeline: true}); err == nil || !strings.Contains(err.Error(), "no times") {
 		t.Errorf("the timeline of samples without times: %v", err)
+	}
+}
+
+// TestTimelineClockEnd: a blocked interval in the clock's last slot, whose
+// end is 2^64 (a recording's times are its writer's, any value), is split
+// across its slots as any other, and the analysis ends.
+func TestTimelineClockEnd(t *testing.T) {
+	ev := newOffCPUEvents(1)
+	const from, until = 1 << 63, 0xff00_0000_7735_9464
+	data := filepath.Join(t.TempDir(), "perf.data")
+	writeRecording(t, data, []*perfdata.Attr{ev.cpu, ev.sw}, []perfdata.Record{
+		ev.sample(ev.sw, 7, from, 0x3000), ev.switchRec(7, from+100, perfdata.MiscSwitchOut), ev.switchRec(7, until, 0),
+	})
+	done := make(chan *perfprof.Result, 1)
+	go func() {
+		res, err := perfprof.Run(perfprof.Options{Input: data, View: perfprof.OffCPUView, Timeline: true})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res == nil {
+			return
+		}
+		var off int64
+		for _, s := range res.Profile.PProf().Sample {
+			off += s.Value[1]
+		}
+		if off != until-from {
+			t.Errorf("%d ns off the CPU, want %d", off, until-from)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the analysis did not end")
 	}
 }
