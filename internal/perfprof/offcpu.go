@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -206,7 +207,12 @@ func (a *aggregator) settle() {
 			if s != nil {
 				from = s.time
 			}
-			i, _ := slices.BinarySearch(th.ins, out+1)
+			// The switch-in after it; none after the clock's last
+			// instant, whose next one wraps to 0.
+			i := len(th.ins)
+			if out < math.MaxUint64 {
+				i, _ = slices.BinarySearch(th.ins, out+1)
+			}
 			var until uint64
 			switch {
 			case i < len(th.ins):

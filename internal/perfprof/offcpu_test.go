@@ -2,6 +2,7 @@ package perfprof_test
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,45 @@ func TestOffCPUWeights(t *testing.T) {
 	}
 	if _, err := perfprof.Run(perfprof.Options{Input: data, View: perfprof.WallView, Event: "event-1:3"}); err == nil || !strings.Contains(err.Error(), "--event") {
 		t.Errorf("the wall view of the switch event itself: %v, want an error naming --event", err)
+	}
+}
+
+// TestOffCPUTimesAnyValue: a recording's times are its writer's, any value:
+// an interval longer than an int64 holds, or a switch-out at the clock's
+// last nanosecond (whose next instant wraps to 0), weighs no negative time.
+func TestOffCPUTimesAnyValue(t *testing.T) {
+	ev := newOffCPUEvents(250_000)
+	const in, out = 0, perfdata.MiscSwitchOut
+	const last = math.MaxUint64
+	for _, tc := range []struct {
+		name string
+		recs []perfdata.Record
+	}{
+		{"longer than an int64", []perfdata.Record{
+			ev.sample(ev.sw, 7, 1, 0x2000), ev.switchRec(7, 1, out), ev.switchRec(7, last-1, in),
+			ev.sample(ev.cpu, 7, last-1, 0x1000),
+		}},
+		{"out at the clock's end", []perfdata.Record{
+			ev.switchRec(7, 1_000, in), ev.sample(ev.sw, 7, last, 0x2000), ev.switchRec(7, last, out),
+			ev.sample(ev.cpu, 7, last, 0x1000),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "perf.data")
+			writeRecording(t, data, []*perfdata.Attr{ev.cpu, ev.sw}, tc.recs)
+			for _, view := range []perfprof.View{perfprof.OffCPUView, perfprof.WallView} {
+				res, err := perfprof.Run(perfprof.Options{Input: data, View: view})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range res.Profile.PProf().Sample {
+					for i, v := range s.Value {
+						if v < 0 {
+							t.Errorf("view %v: value %d of a sample is %d", view, i, v)
+						}
+					}
+				}
+			}
+		})
 	}
 }

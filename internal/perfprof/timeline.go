@@ -2,6 +2,7 @@ package perfprof
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/perfdata"
@@ -95,7 +96,9 @@ func (a *aggregator) addBlocked(key stackKey, from, until uint64) {
 		key.slot = a.slot(from)
 		tot := a.stacks.at(key)
 		tot.count++
-		tot.off += int64(until - from)
+		// A recording's times are any value: no sum of them may wrap
+		// negative.
+		tot.off = addSaturating(tot.off, until-from)
 		return
 	}
 	a.reach(from)
@@ -125,4 +128,13 @@ func (a *aggregator) numLabels(key stackKey) []contract.NumLabel {
 		num = append(num, contract.NumLabel{Key: contract.SlotLabel, Value: int64(key.slot)}, contract.NumLabel{Key: contract.SlotWidthLabel, Value: 1 << tl.shift})
 	}
 	return num
+}
+
+// addSaturating adds d nanoseconds to sum, stopping at the largest an
+// int64 holds.
+func addSaturating(sum int64, d uint64) int64 {
+	if d > uint64(math.MaxInt64-sum) {
+		return math.MaxInt64
+	}
+	return sum + int64(d)
 }
