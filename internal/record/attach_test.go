@@ -241,7 +241,10 @@ func TestAttachJavaRefused(t *testing.T) {
 		duration time.Duration
 		want     AttachStats
 	}{
-		{"refused in time", disabled, 500 * time.Millisecond, 2 * time.Second, AttachStats{Refused: 1}},
+		// 4 s: the attach's half-second wait begins once the JVM's maps
+		// are read and its /tmp opened, which under go test -p 4 beside
+		// two busy loops ran past a 2 s recording's end once.
+		{"refused in time", disabled, 500 * time.Millisecond, 4 * time.Second, AttachStats{Refused: 1}},
 		{"cut short", disabled, time.Minute, 2 * time.Second, AttachStats{Unfinished: 1}},
 		{"no home", homeless, time.Minute, time.Second, AttachStats{Refused: 1}},
 	} {
