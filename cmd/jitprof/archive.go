@@ -28,9 +28,6 @@ kernel's symbols and vDSO.`,
   jitprof report -i app.tar.gz        # on any machine`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkInput(cmd, samples.opts.Input); err != nil {
-				return err
-			}
 			if output == "" {
 				output = samples.opts.Input + ".tar.gz"
 			}
@@ -42,7 +39,7 @@ kernel's symbols and vDSO.`,
 				return &exitError{code: 1, err: fmt.Errorf("interrupted: %s not written", output)}
 			}
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return readFailed(cmd, samples.opts.Input, err)
 			}
 			if !samples.quiet {
 				fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: wrote %s: %s\n", output, strings.Join(names, ", "))

@@ -37,9 +37,6 @@ written to ~/.debug, and IN is never changed; OUT appears whole or not at all.`,
 			if opts.Output == "" {
 				return &exitError{code: 2, err: fmt.Errorf("inject needs -o OUT")}
 			}
-			if err := checkInput(cmd, opts.Input); err != nil {
-				return err
-			}
 			opts.Pack = !noPack
 			opts.Warn = func(err error) { fmt.Fprintln(cmd.ErrOrStderr(), "jitprof: warning:", err) }
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
@@ -60,7 +57,7 @@ written to ~/.debug, and IN is never changed; OUT appears whole or not at all.`,
 			debug.SetGCPercent(25)
 			res, err := inject.Run(opts)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return readFailed(cmd, opts.Input, err)
 			}
 			if !quiet {
 				fmt.Fprintf(cmd.ErrOrStderr(), "jitprof: injected %s from %s (%s) into %s; %s, %d bytes\n",

@@ -143,9 +143,6 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	if err := s.setFilter(); err != nil {
 		return nil, err
 	}
-	if err := checkInput(cmd, s.opts.Input); err != nil {
-		return nil, err
-	}
 	// The analysis's heap is mostly long-lived tables (symbols, dumps,
 	// the distinct stacks): collecting when it has grown by a quarter
 	// rather than doubled costs about 5% of the time and keeps the peak
@@ -161,7 +158,7 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	}
 	results, err := perfprof.RunStages(s.opts, specs)
 	if err != nil {
-		return nil, &exitError{code: 1, err: err}
+		return nil, readFailed(cmd, s.opts.Input, err)
 	}
 	if !s.quiet {
 		for _, res := range results {
@@ -189,10 +186,6 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in code its jitdump does not describe yet: it still runs, and its runtime writes its dump through a buffer (V8: up to 2 MB); report again once it has exited, and they will be named\n",
 					u.Samples, u.Kept, u.Pid, u.Comm)
 			}
-			var perfMapped map[uint32]bool
-			if len(res.Unnamed) > 0 {
-				perfMapped = perfMapPids(res.Profile)
-			}
 			for _, u := range res.Unnamed {
 				// A runtime that wrote a dump or perf map was started
 				// right: its flag is no help, the file's warning is.
@@ -200,7 +193,7 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 				switch {
 				case s.described[u.Pid]:
 					hint = " Its runtime described it in a file not read: see the warning above."
-				case perfMapped[u.Pid]:
+				case u.PerfMapped:
 					hint = " Its perf map names only part of it."
 				}
 				fmt.Fprintf(stderr, "jitprof: %d of the %d samples of process %d (%s) are in anonymous memory that no jitdump or perf map describes: its JIT's code is unnamed.%s\n",
@@ -218,17 +211,16 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 	return results, nil
 }
 
-// checkInput refuses a recording at -i's default that is not there, saying
-// how to get one: whoever runs a command bare in a directory with no
+// readFailed is the exit of a command whose reading of the recording
+// failed with err. A recording at -i's default that is not there is said
+// with how to get one: whoever runs a command bare in a directory with no
 // perf.data has not recorded yet, or recorded under another name.
-func checkInput(cmd *cobra.Command, input string) error {
-	if cmd.Flags().Changed("input") {
-		return nil
+func readFailed(cmd *cobra.Command, input string, err error) error {
+	var pe *fs.PathError
+	if !cmd.Flags().Changed("input") && errors.As(err, &pe) && pe.Path == input && errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%s: no such file (record one with jitprof record -- CMD, or name one with -i FILE)", input)
 	}
-	if _, err := os.Stat(input); errors.Is(err, fs.ErrNotExist) {
-		return &exitError{code: 1, err: fmt.Errorf("%s: no such file (record one with jitprof record -- CMD, or name one with -i FILE)", input)}
-	}
-	return nil
+	return &exitError{code: 1, err: err}
 }
 
 // describeHint says how the runtime a process's name suggests is made to
@@ -240,26 +232,6 @@ func describeHint(comm string) string {
 		return any
 	}
 	return fmt.Sprintf("%s describes it when started with %s; jitprof record -- CMD sets that for you.", r.Name, r.Flag)
-}
-
-// perfMapPids returns the processes with a sample on code a perf map
-// names: a perf map of theirs was found.
-func perfMapPids(p *contract.Profile) map[uint32]bool {
-	pids := make(map[uint32]bool)
-	for i := range p.Samples {
-		smp := &p.Samples[i]
-		pid, ok := p.LabelsOf(smp).NumLabel("pid")
-		if !ok || pids[uint32(pid)] {
-			continue
-		}
-		for _, id := range p.Stack(smp) {
-			if p.MappingKind(p.Mapping(p.Location(id).Mapping)) == contract.PerfMap {
-				pids[uint32(pid)] = true
-				break
-			}
-		}
-	}
-	return pids
 }
 
 // setFilter sets the analysis's filter from the flags.

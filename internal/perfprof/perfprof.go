@@ -139,6 +139,9 @@ type Unnamed struct {
 	Pid           uint32
 	Comm          string
 	Samples, Kept int
+	// PerfMapped says a perf map of the process named some of its
+	// samples: its runtime was describing its code, only not all of it.
+	PerfMapped bool
 }
 
 // Stripped is a stripped ELF file and how many kept samples landed on it

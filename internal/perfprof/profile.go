@@ -572,8 +572,8 @@ func (a *aggregator) stripped() []Stripped {
 // whose samples landed in code the dump does not describe.
 func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 	type counts struct {
-		kept, anon, nowhere int
-		comm                int
+		kept, anon, nowhere, perfMapped int
+		comm                            int
 	}
 	byPid := make(map[uint32]*counts)
 	for _, e := range a.stacks.entries.All() {
@@ -590,6 +590,7 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 			c.nowhere += int(tot.count)
 		case fr.Module.Kind == symbolize.PerfMap:
 			perfMapped += int(tot.count)
+			c.perfMapped += int(tot.count)
 		case fr.Symbol.Name == "" && fr.Module.Kind == symbolize.Anon:
 			c.anon += int(tot.count)
 		}
@@ -602,7 +603,7 @@ func (a *aggregator) unnamed() (perfMapped int, procs, waiting []Unnamed) {
 		described[m.Dump.Pid] = true
 	}
 	for pid, c := range byPid {
-		u := Unnamed{Pid: pid, Comm: a.comms[c.comm], Kept: c.kept, Samples: c.anon + c.nowhere}
+		u := Unnamed{Pid: pid, Comm: a.comms[c.comm], Kept: c.kept, Samples: c.anon + c.nowhere, PerfMapped: c.perfMapped > 0}
 		switch {
 		case described[pid] && u.Samples >= minUnnamed && 10*u.Samples > c.kept:
 			waiting = append(waiting, u)
