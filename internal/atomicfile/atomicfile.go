@@ -127,7 +127,9 @@ func inPlace(name string) (*os.File, error) {
 	if err != nil {
 		return nil, nil // nothing there, or nothing jitprof could open: the rename says
 	}
-	defer unix.Close(path)
+	// The descriptor path holds at the end: a link's is replaced by its
+	// target's below.
+	defer func() { unix.Close(path) }()
 	var st unix.Stat_t
 	if err := unix.Fstat(path, &st); err != nil {
 		return nil, nil

@@ -342,13 +342,14 @@ func SearchDirs(path string, dirs []string) []string {
 }
 
 // inDir is the file name in dir, one of SearchDirs. Such a directory holds
-// the user's own files, unless others may write it: the recording's, when
-// it is /tmp, holds anyone's perf-PID.map. There the file must have one of
-// owners, as at its process's own path, and its name is no symlink; it is
-// opened as the caller, since jitprof's own copies are private to it.
+// the user's own files, unless another may write it: the recording's, when
+// it is /tmp, holds anyone's perf-PID.map, and so does a directory another
+// user owns. There the file must have one of owners, as at its process's
+// own path, and its name is no symlink; it is opened as the caller, since
+// jitprof's own copies are private to it.
 func inDir(dir, name string, owners []uint32, force bool) foreign.Path {
 	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil || st.Mode&0o022 == 0 {
+	if unix.Stat(dir, &st) == nil && st.Mode&0o022 == 0 && slices.Contains(foreign.Yours(), st.Uid) {
 		return foreign.Plain(filepath.Join(dir, name))
 	}
 	return foreign.Path{Name: name, Rules: foreign.Rules{Root: filepath.Clean(dir), NoSymlinks: true, Owners: owners, Force: force}}
