@@ -196,7 +196,11 @@ type MappingInfo struct {
 	Filename  string
 	Misc      uint16
 	BuildID   []byte // for an MMAP2 that carries one
-	Trailer   perfdata.Trailer
+	// Maj, Min and Ino are the file's device and inode, for an MMAP2
+	// that carries no build-id; Ino 0 for none.
+	Maj, Min uint32
+	Ino      uint64
+	Trailer  perfdata.Trailer
 }
 
 // Mapping returns the fields of an MMAP or MMAP2 record; zeros for any other
@@ -209,6 +213,8 @@ func Mapping(rec perfdata.Record) MappingInfo {
 		m := MappingInfo{Pid: r.Pid, Addr: r.Addr, Len: r.Len, Pgoff: r.Pgoff, Filename: r.Filename, Misc: r.Misc, Trailer: r.Trailer}
 		if r.Misc&perfdata.MiscMmapBuildID != 0 {
 			m.BuildID = r.BuildID
+		} else {
+			m.Maj, m.Min, m.Ino = r.Maj, r.Min, r.Ino
 		}
 		return m
 	}
@@ -342,14 +348,13 @@ func SearchDirs(path string, dirs []string) []string {
 }
 
 // inDir is the file name in dir, one of SearchDirs. Such a directory holds
-// the user's own files, unless another may write it: the recording's, when
-// it is /tmp, holds anyone's perf-PID.map, and so does a directory another
-// user owns. There the file must have one of owners, as at its process's
-// own path, and its name is no symlink; it is opened as the caller, since
-// jitprof's own copies are private to it.
+// the user's own files, unless others may write it: the recording's, when
+// it is /tmp, holds anyone's perf-PID.map. There the file must have one of
+// owners, as at its process's own path, and its name is no symlink; it is
+// opened as the caller, since jitprof's own copies are private to it.
 func inDir(dir, name string, owners []uint32, force bool) foreign.Path {
 	var st unix.Stat_t
-	if unix.Stat(dir, &st) == nil && st.Mode&0o022 == 0 && slices.Contains(foreign.Yours(), st.Uid) {
+	if unix.Stat(dir, &st) != nil || st.Mode&0o022 == 0 {
 		return foreign.Plain(filepath.Join(dir, name))
 	}
 	return foreign.Path{Name: name, Rules: foreign.Rules{Root: filepath.Clean(dir), NoSymlinks: true, Owners: owners, Force: force}}

@@ -281,10 +281,8 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 // the name of a thread.
 func (b *builder) record(rec perfdata.Record, offset int64) {
 	switch rec := rec.(type) {
-	case *perfdata.Mmap:
-		b.mapping(offset, jitsources.Mapping(rec), elfsym.FileID{})
-	case *perfdata.Mmap2:
-		b.mapping(offset, jitsources.Mapping(rec), elfsym.FileID{Major: rec.Maj, Minor: rec.Min, Ino: rec.Ino})
+	case *perfdata.Mmap, *perfdata.Mmap2:
+		b.mapping(offset, jitsources.Mapping(rec))
 	case *perfdata.Comm:
 		b.comms[rec.Tid] = append(b.comms[rec.Tid], comm{rec.Trailer.Time, strings.Clone(rec.Comm)})
 		if rec.Misc&perfdata.MiscCommExec != 0 && rec.Pid == rec.Tid {
@@ -308,9 +306,8 @@ func (b *builder) record(rec perfdata.Record, offset int64) {
 	}
 }
 
-// mapping records a mapping of a file into a process; file is the file's
-// device and inode, when the recording has them.
-func (b *builder) mapping(offset int64, mi jitsources.MappingInfo, file elfsym.FileID) {
+// mapping records a mapping of a file into a process.
+func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 	if mi.Pid == math.MaxUint32 || mi.Misc&perfdata.MiscMmapData != 0 || mi.Addr+mi.Len < mi.Addr {
 		return // the kernel's (kallsyms names it), or data samples never land in
 	}
@@ -325,8 +322,9 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo, file elfsym.F
 	case mi.Filename == "[vdso]":
 		m = b.vdso
 	default:
-		if buildID != nil {
-			file = elfsym.FileID{}
+		var file elfsym.FileID
+		if buildID == nil {
+			file = elfsym.FileID{Major: mi.Maj, Minor: mi.Min, Ino: mi.Ino}
 		}
 		key := moduleKey{mi.Filename, string(buildID), file}
 		if m = b.modules[key]; m == nil {
