@@ -75,6 +75,10 @@ func NewFile(r io.ReaderAt, name string, size int64) (*File, error) {
 	return &File{File: f, name: name, size: size, r: r}, nil
 }
 
+// Size is how many bytes of the file may be read: what it holds on disk,
+// whatever its sections' headers claim.
+func (f *File) Size() int64 { return f.size }
+
 // Close closes the file OpenFile opened.
 func (f *File) Close() error {
 	if f.file == nil {

@@ -5,8 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"regexp"
 	"slices"
 
@@ -26,9 +24,7 @@ import (
 // DWARF, and the profile already has the lines jitprof found.
 type elfFile struct {
 	path string
-	f    *elf.File
-	file *os.File // what f reads; nil for an image in memory
-	size uint64   // of what f reads: sections' headers may claim more
+	f    *elfsym.File // the code's: sections read no further than it holds
 	syms *elfsym.Table
 }
 
@@ -37,27 +33,12 @@ func openELF(path string) (*elfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The recording's path, of a file any user may have replaced since:
-	// never a FIFO or a device (foreign.Open).
-	file, err := foreign.Open(path, foreign.Rules{})
+	f, err := elfsym.OpenFile(path)
 	if err != nil {
 		syms.Close()
 		return nil, err
 	}
-	// What may be read of it: a sparse file's length is a claim too.
-	size, err := foreign.Size(file, math.MaxInt64)
-	if err != nil {
-		file.Close()
-		syms.Close()
-		return nil, err
-	}
-	f, err := elf.NewFile(file)
-	if err != nil {
-		file.Close()
-		syms.Close()
-		return nil, err
-	}
-	return &elfFile{path: path, f: f, file: file, size: uint64(size), syms: syms}, nil
+	return &elfFile{path: path, f: f, syms: syms}, nil
 }
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the
@@ -77,20 +58,16 @@ func openVDSO(files *contract.Files) (*elfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := elf.NewFile(bytes.NewReader(image))
+	f, err := elfsym.NewFile(bytes.NewReader(image), contract.VDSOFile, int64(len(image)))
 	if err != nil {
 		syms.Close()
-		return nil, fmt.Errorf("[vdso]: %w", err)
+		return nil, err
 	}
-	return &elfFile{path: contract.VDSOFile, f: f, size: uint64(len(image)), syms: syms}, nil
+	return &elfFile{path: contract.VDSOFile, f: f, syms: syms}, nil
 }
 
 func (ef *elfFile) close() error {
-	err := errors.Join(ef.f.Close(), ef.syms.Close())
-	if ef.file != nil {
-		err = errors.Join(err, ef.file.Close())
-	}
-	return err
+	return errors.Join(ef.f.Close(), ef.syms.Close())
 }
 
 // mapped returns the file placed at a mapping's addresses, [start, limit)
@@ -187,8 +164,8 @@ func (ef *elfFile) code(from, to uint64) ([]byte, error) {
 	// The section's size is its header's claim, which the bytes present
 	// must back before any is read into memory of that size.
 	off, n := from-text.Addr, min(to, text.Addr+text.Size)-from
-	if text.Offset > ef.size || off > ef.size-text.Offset || n > ef.size-text.Offset-off {
-		return nil, fmt.Errorf("%s: %s claims code at %#x to %#x, past the file's %d bytes", ef.path, text.Name, from, from+n, ef.size)
+	if size := uint64(ef.f.Size()); text.Offset > size || off > size-text.Offset || n > size-text.Offset-off {
+		return nil, fmt.Errorf("%s: %s claims code at %#x to %#x, past the file's %d bytes", ef.path, text.Name, from, from+n, size)
 	}
 	code := make([]byte, n)
 	if _, err := text.ReadAt(code, int64(off)); err != nil {
