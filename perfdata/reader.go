@@ -826,22 +826,39 @@ func (c *featureCursor) str() string {
 	return strings.Clone(s)
 }
 
+// feature returns a cursor on the recording's first section of id; ok is
+// false when the file has no such section.
+func (r *Reader) feature(id FeatureID) (c *featureCursor, ok bool) {
+	for _, f := range r.features {
+		if f.ID == id {
+			return &featureCursor{b: f.Data, off: f.Offset}, true
+		}
+	}
+	return nil, false
+}
+
+// failed is the error of c's section of id, what naming it, nil when all
+// its fields fit.
+func (r *Reader) failed(c *featureCursor, id FeatureID, what string) error {
+	if c.err == "" {
+		return nil
+	}
+	return r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d%s: %s", id, what, c.err)})
+}
+
 // StringFeature decodes a feature section that holds one string, such as
 // FeatureHostname, FeatureOSRelease, FeatureVersion, FeatureArch or
 // FeatureCPUDesc. ok is false when the file has no such section.
 func (r *Reader) StringFeature(id FeatureID) (s string, ok bool, err error) {
-	for _, f := range r.features {
-		if f.ID != id {
-			continue
-		}
-		c := featureCursor{b: f.Data, off: f.Offset}
-		s = c.str()
-		if c.err != "" {
-			return "", true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d: %s", id, c.err)})
-		}
-		return s, true, nil
+	c, ok := r.feature(id)
+	if !ok {
+		return "", false, nil
 	}
-	return "", false, nil
+	s = c.str()
+	if err := r.failed(c, id, ""); err != nil {
+		return "", true, err
+	}
+	return s, true, nil
 }
 
 // ClockData is the HEADER_CLOCK_DATA section: the samples' clock, and one
@@ -856,39 +873,33 @@ type ClockData struct {
 // write_clock_data lays it out; ok is false when the recording has none
 // (perf writes it when its samples use a clockid, -k).
 func (r *Reader) ClockData() (cd ClockData, ok bool, err error) {
-	for _, f := range r.features {
-		if f.ID != FeatureClockData {
-			continue
-		}
-		c := featureCursor{b: f.Data, off: f.Offset}
-		version := c.u32()
-		cd.ClockID = int32(c.u32())
-		cd.WallNs, cd.ClockNs = c.u64(), c.u64()
-		if c.err == "" && version != 1 {
-			c.err = fmt.Sprintf("version %d, not 1", version)
-		}
-		if c.err != "" {
-			return ClockData{}, true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d (clock data): %s", f.ID, c.err)})
-		}
-		return cd, true, nil
+	c, ok := r.feature(FeatureClockData)
+	if !ok {
+		return ClockData{}, false, nil
 	}
-	return ClockData{}, false, nil
+	version := c.u32()
+	cd.ClockID = int32(c.u32())
+	cd.WallNs, cd.ClockNs = c.u64(), c.u64()
+	if c.err == "" && version != 1 {
+		c.err = fmt.Sprintf("version %d, not 1", version)
+	}
+	if err := r.failed(c, FeatureClockData, " (clock data)"); err != nil {
+		return ClockData{}, true, err
+	}
+	return cd, true, nil
 }
 
 // SampleTime returns when the recording's first and last samples were taken,
 // from the HEADER_SAMPLE_TIME section perf record writes; ok is false when
 // the recording has none.
 func (r *Reader) SampleTime() (first, last uint64, ok bool, err error) {
-	for _, f := range r.features {
-		if f.ID != FeatureSampleTime {
-			continue
-		}
-		c := featureCursor{b: f.Data, off: f.Offset}
-		first, last = c.u64(), c.u64()
-		if c.err != "" {
-			return 0, 0, true, r.named(&FormatError{Off: c.off, Msg: fmt.Sprintf("feature %d (sample time): %s", f.ID, c.err)})
-		}
-		return first, last, true, nil
+	c, ok := r.feature(FeatureSampleTime)
+	if !ok {
+		return 0, 0, false, nil
 	}
-	return 0, 0, false, nil
+	first, last = c.u64(), c.u64()
+	if err := r.failed(c, FeatureSampleTime, " (sample time)"); err != nil {
+		return 0, 0, true, err
+	}
+	return first, last, true, nil
 }
