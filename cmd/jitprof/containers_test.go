@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/jitprof/jitprof/internal/jitsources"
 	"github.com/jitprof/jitprof/internal/perfprof"
 	"github.com/jitprof/jitprof/internal/procfs"
+	"github.com/jitprof/jitprof/internal/symbolize"
 )
 
 // TestPerfMapReuse: a JIT that gives B the address A had and names both in
@@ -143,4 +145,52 @@ func jsCounts(t *testing.T, data string, pid int) map[string]int {
 		}
 	}
 	return counts
+}
+
+// TestContainerNativeFrames: a native program run in its own mount
+// namespace from its own file, at a path where this side has another file
+// (the same code under other names), is named from its own file, read in
+// its root while it runs, as perf reads a container's files in its mount
+// namespace; each function's share of the samples is its share of the CPU
+// time by the program's own measure. Once the program is gone the file at
+// the path here is all there is, and it is not the one recorded: a warning
+// names it, and none of its names is given.
+func TestContainerNativeFrames(t *testing.T) {
+	fixtures.RealTier(t, "running a program in a container")
+	pid, path, stop := fixtures.NativeContainer(t)
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if code, _, stderr := jitprofMsg(t, "record", "-q", "-p", strconv.Itoa(pid), "--duration", "2", "-o", data); code != 0 {
+		t.Fatalf("record -p %d: exit %d:\n%s", pid, code, stderr)
+	}
+	leaves := func() (map[string]int, []string) {
+		var warnings []string
+		res, err := perfprof.Run(perfprof.Options{Input: data, Options: symbolize.Options{Warn: func(err error) { warnings = append(warnings, err.Error()) }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int{}
+		for name, n := range fixtures.LeafCounts(res.Profile.PProf()) {
+			if strings.HasPrefix(name, "inside_") || strings.HasPrefix(name, "decoy_") {
+				counts[name] = n
+			}
+		}
+		return counts, warnings
+	}
+	live, warnings := leaves()
+	var truth map[string]int64
+	if out := stop(); json.Unmarshal([]byte(out), &truth) != nil {
+		t.Fatalf("the program's truth: %q", out)
+	}
+	if len(warnings) > 0 {
+		t.Errorf("warnings while the program runs: %q", warnings)
+	}
+	fixtures.CheckCPUShares(t, "jitprof report, the program running", truth, live)
+
+	gone, warnings := leaves()
+	if len(gone) > 0 {
+		t.Errorf("once the program is gone, named from the file at %s here: %v", path, gone)
+	}
+	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, path) && strings.Contains(w, "the recording saw") }) {
+		t.Errorf("once the program is gone, no warning that %s is not the recorded file: %q", path, warnings)
+	}
 }

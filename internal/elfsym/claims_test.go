@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jitprof/jitprof/internal/elfwrite"
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // claimsELF is an x86-64 shared object with a build-id, a function, a
@@ -120,7 +121,7 @@ func TestSectionClaims(t *testing.T) {
 		{"a compressed section of 256 MiB in a few hundred KiB", func(t *testing.T, path string) {
 			writeFile(t, path, claimsELF(t, "lib.debug", 256<<20))
 		}, func(t *testing.T, path string) {
-			f, err := OpenFile(path)
+			f, err := OpenFile(foreign.Plain(path))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +134,7 @@ func TestSectionClaims(t *testing.T) {
 		{"a debuglink out of the directory", func(t *testing.T, path string) {
 			writeFile(t, path, claimsELF(t, "../../etc/secret.debug", 0))
 		}, func(t *testing.T, path string) {
-			f, err := OpenFile(path)
+			f, err := OpenFile(foreign.Plain(path))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +164,7 @@ func TestSectionClaims(t *testing.T) {
 	if s, ok := tab.Lookup(0x1010); !ok || s.Name != "fn" || len(tab.BuildID()) != 8 {
 		t.Errorf("Lookup = %v, %v; build-id %x", s, ok, tab.BuildID())
 	}
-	f, err := OpenFile(path)
+	f, err := OpenFile(foreign.Plain(path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,16 +41,17 @@ const (
 	decompressSlack = 64 << 20
 )
 
-// OpenFile opens the ELF file at path, a path that a recording names.
-func OpenFile(path string) (*File, error) {
-	f, err := foreign.Open(path, foreign.Rules{})
+// OpenFile opens the ELF file at p, a path that a recording names: here,
+// or in a process's root (foreign.Path's rules).
+func OpenFile(p foreign.Path) (*File, error) {
+	f, err := p.Open()
 	if err != nil {
 		return nil, err
 	}
 	size, err := foreign.Size(f, math.MaxInt64)
 	var ef *File
 	if err == nil {
-		ef, err = NewFile(f, path, size)
+		ef, err = NewFile(f, p.Name, size)
 	}
 	if err != nil {
 		f.Close()

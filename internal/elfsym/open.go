@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"encoding/hex"
 	"path/filepath"
+
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // Open reads the symbols of the ELF file at path, from a separate debug
 // file where perf would take them from one (see the package comment). The
 // Table keeps that file open for its names until Close.
-func Open(path string) (*Table, error) { return OpenRecorded(path, Recorded{}) }
+func Open(path string) (*Table, error) { return OpenRecorded(foreign.Plain(path), Recorded{}) }
 
-// OpenRecorded is Open for the file a recording saw at path: one that is
-// not (File.Is) is refused with an error wrapping ErrOtherFile.
-func OpenRecorded(path string, want Recorded) (*Table, error) {
-	rf, err := OpenFile(path)
+// OpenRecorded is Open for the file a recording saw at p: one that is not
+// (File.Is) is refused with an error wrapping ErrOtherFile. Its debug files
+// are looked for under p's rules too: in a container, the container's.
+func OpenRecorded(p foreign.Path, want Recorded) (*Table, error) {
+	rf, err := OpenFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +32,7 @@ func OpenRecorded(path string, want Recorded) (*Table, error) {
 	// the runtime file; the file itself comes after the debug files.
 	syms := runtime
 	for _, name := range debugFiles(runtime.name, runtime.File, runtime.buildID) {
-		df, err := OpenFile(name)
+		df, err := OpenFile(foreign.Path{Name: name, Rules: p.Rules})
 		if err != nil {
 			continue
 		}

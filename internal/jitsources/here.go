@@ -46,3 +46,19 @@ func Elsewhere(r *perfdata.Reader) string {
 	}
 	return ""
 }
+
+// Began is a time by which every process that the recording describes
+// without a time was running: the records perf and jitprof record make of
+// the processes that ran before the recording began have none. It is the
+// first sample's time, else when the recording's clock data was taken (at
+// its start, on CLOCK_MONOTONIC, the clock a live process's start is
+// compared on); 0 when the recording says neither.
+func Began(r *perfdata.Reader) uint64 {
+	if first, _, ok, err := r.SampleTime(); ok && err == nil {
+		return first
+	}
+	if cd, ok, err := r.ClockData(); ok && err == nil && cd.ClockID == unix.CLOCK_MONOTONIC {
+		return cd.ClockNs
+	}
+	return 0
+}

@@ -1,13 +1,17 @@
 package jitsources
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jitprof/jitprof/internal/fixtures"
 	"github.com/jitprof/jitprof/perfdata"
 )
 
@@ -83,5 +87,81 @@ func TestElsewhereLooksIntoNoProcess(t *testing.T) {
 	}
 	if live(Host{Elsewhere: "recorded on another boot"}) {
 		t.Error("a process of this boot was looked into for a recording of another")
+	}
+}
+
+// TestBegan: the time a recording's untimed records stand for is its first
+// sample's, else its clock data's on CLOCK_MONOTONIC, else unknown.
+func TestBegan(t *testing.T) {
+	sampleTime := perfdata.Feature{ID: perfdata.FeatureSampleTime, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 5000), 9000)}
+	for _, tc := range []struct {
+		name     string
+		features []perfdata.Feature
+		want     uint64
+	}{
+		{"says nothing", nil, 0},
+		{"sample time", []perfdata.Feature{sampleTime, perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNs: 1, ClockNs: 4000})}, 5000},
+		{"clock data", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNs: 1, ClockNs: 4000})}, 4000},
+		{"clock data of another clock", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_REALTIME, WallNs: 1, ClockNs: 4000})}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "perf.data")
+			attr := &perfdata.Attr{Type: 1, SampleType: perfdata.SampleIP | perfdata.SampleTID, IDs: []uint64{1}}
+			w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: tc.features})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := perfdata.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got := Began(f.Reader); got != tc.want {
+				t.Errorf("Began = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunningBeforeTheRecording: a process that ran before the recording
+// began is described without a time (the marker perf and jitprof record
+// write of its dump has time 0). While it runs, its dump is its owner's to
+// have, looked up as a running process's by the time the recording began
+// (Recording.Began), not refused as a gone process's file that root does
+// not own.
+func TestRunningBeforeTheRecording(t *testing.T) {
+	user := fixtures.NewAttacker(t)
+	sleep := user.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	pid := uint32(sleep.Process.Pid)
+	path := filepath.Join(user.Dir(t), fmt.Sprintf("jit-%d.dump", pid))
+	writeDump(t, path)
+	user.Chown(t, path)
+	for _, tc := range []struct {
+		name  string
+		began uint64
+		read  bool
+	}{
+		{"the recording says when it began", now(), true},
+		{"it does not", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &Recording{Markers: []Marker{{Path: path, Pid: pid}}, Began: tc.began}
+			var warned strings.Builder
+			rec.Load(nil, func(err error) { fmt.Fprintln(&warned, err) })
+			defer rec.Close()
+			if read := len(rec.Dumps) == 1; read != tc.read {
+				t.Errorf("read %s: %v, want %v (warned %q)", path, read, tc.read, warned.String())
+			}
+		})
 	}
 }

@@ -123,6 +123,9 @@ type Recording struct {
 	// of this machine (Elsewhere), "" when it was: Load then looks for no
 	// recorded process among the live ones.
 	RecordedElsewhere string
+	// Began is when the processes the recording describes without a time
+	// ran by (Began): their markers and mappings have time 0.
+	Began uint64
 
 	// hideFrom is, by pid, the time from which the process's anonymous
 	// mappings are hidden: that of the first marker of a usable dump.
@@ -153,7 +156,7 @@ func Scan(r *perfdata.Reader, visit Visit) (*Recording, error) {
 	reuse, reuseSamples := r.ReuseRecord, r.ReuseSampleBytes
 	r.ReuseRecord, r.ReuseSampleBytes = true, true // samples are skipped
 	defer func() { r.ReuseRecord, r.ReuseSampleBytes = reuse, reuseSamples }()
-	rec := &Recording{RecordedElsewhere: Elsewhere(r)}
+	rec := &Recording{RecordedElsewhere: Elsewhere(r), Began: Began(r)}
 	for {
 		raw, err := r.NextRaw()
 		// A recording cut short is read as far as it is whole; the pass
@@ -236,7 +239,7 @@ func (rec *Recording) Load(dirs []string, warn func(error)) {
 	host := rec.Host
 	host.Elsewhere = cmp.Or(host.Elsewhere, rec.RecordedElsewhere)
 	for _, m := range rec.Markers {
-		at, ok, why := locate(m, dirs, host)
+		at, ok, why := locate(m, cmp.Or(m.Time, rec.Began), dirs, host)
 		if !ok {
 			missing = append(missing, m)
 			refused[m.Path] = append(refused[m.Path], why...)
@@ -394,7 +397,7 @@ func owners(live *procfs.Process) []uint32 {
 // are the user's own, but for a directory others may write (inDir). The
 // reasons candidates were refused for (not "not there") come back with
 // the failure.
-func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
+func locate(m Marker, seen uint64, dirs []string, host Host) (foreign.Path, bool, []error) {
 	var candidates []foreign.Path
 	own := fmt.Sprintf("jit-%d.dump", m.Pid)
 	base := filepath.Base(m.Path)
@@ -402,7 +405,7 @@ func locate(m Marker, dirs []string, host Host) (foreign.Path, bool, []error) {
 	atPath := foreign.Path{Name: m.Path, Rules: gone(host.Force)}
 	var inRoot []foreign.Path
 	var live *procfs.Process
-	if p, err := host.process(m.Pid, m.Time); err == nil {
+	if p, err := host.process(m.Pid, seen); err == nil {
 		inRoot = append(inRoot, foreign.Path{Name: m.Path, Rules: p.Rules(host.Force)})
 		atPath.Rules = atHost(p, host.Force)
 		live = &p

@@ -539,7 +539,7 @@ func TestLocate(t *testing.T) {
 		{"its pid reused", Marker{Path: at("jit-7.dump"), Pid: running, Time: 1}, at("jit-7.dump")},
 		{"nowhere", Marker{Path: at("gone/jit-9.dump"), Pid: 1<<23 + self}, ""},
 	} {
-		got, ok, _ := locate(tc.m, copies, Host{})
+		got, ok, _ := locate(tc.m, tc.m.Time, copies, Host{})
 		if got.String() != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: locate = %q, %v; want %q", tc.name, got, ok, tc.want)
 		}

@@ -154,6 +154,22 @@ func (h Host) process(pid uint32, seen uint64) (procfs.Process, error) {
 	return cmp.Or(h.Proc, procfs.Host).Process(pid, seen)
 }
 
+// InProcess is name in the root of the recorded process pid, seen at time
+// seen (perf's clock), while it runs here: resolved as the process resolves
+// it, opened as its owner. It is for the files the process mapped, which a
+// container has in its own root: their reader checks that each is the file
+// the recording saw (its build-id, device and inode), whoever owns it, so
+// no owner rule applies.
+func (h Host) InProcess(pid uint32, seen uint64, name string) (foreign.Path, error) {
+	p, err := h.process(pid, seen)
+	if err != nil {
+		return foreign.Path{}, err
+	}
+	r := p.Rules(h.Force)
+	r.Owners = nil
+	return foreign.Path{Name: name, Rules: r}, nil
+}
+
 const maxPerfMap = perfmap.MaxFileSize
 
 // PickPerfMap chooses, among paths (as PerfMapPaths gives them, in order),

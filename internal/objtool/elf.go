@@ -33,7 +33,7 @@ func openELF(path string) (*elfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := elfsym.OpenFile(path)
+	f, err := elfsym.OpenFile(foreign.Plain(path))
 	if err != nil {
 		syms.Close()
 		return nil, err

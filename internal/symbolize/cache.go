@@ -169,7 +169,8 @@ func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
 	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), recorded: m.File, running: s.sameKernel}
 	if m.Kind == ELF {
 		var err error
-		if key.file, err = versionOf(foreign.Plain(s.opts.Files.Path(m.Name))); err != nil {
+		at, _ := s.recorded(m)
+		if key.file, err = versionOf(at(m.Name)); err != nil {
 			return nil
 		}
 	}

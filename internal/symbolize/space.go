@@ -72,6 +72,14 @@ type Module struct {
 	// one to be read (elfsym.File.Is).
 	File elfsym.FileID
 
+	// pid mapped the file first, at time seen (0 for a process that ran
+	// before the recording began): a process in a container maps the
+	// files of its own root, where they are read while it runs.
+	pid       uint32
+	seen      uint64
+	whereOnce sync.Once
+	at        func(string) foreign.Path // where the file and its debug files are read: Space.where
+
 	otherOnce sync.Once // warns of a file at Name that is another
 
 	id      uint32 // in Space.byID, for the modules a timeline places
@@ -329,7 +337,7 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 		key := moduleKey{mi.Filename, string(buildID), file}
 		if m = b.modules[key]; m == nil {
 			key.name = strings.Clone(mi.Filename) // outlives the recording's mapping
-			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID), File: file}
+			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID), File: file, pid: mi.Pid, seen: mi.Trailer.Time}
 			b.modules[key] = m
 			b.add(m)
 		}
@@ -649,8 +657,8 @@ func (s *Space) openTable(m *Module) *elfsym.Table {
 			return nil
 		}
 	case ELF:
-		path, want := s.recorded(m)
-		if t, err = elfsym.OpenRecorded(path, want); err != nil {
+		at, want := s.recorded(m)
+		if t, err = elfsym.OpenRecorded(at(m.Name), want); err != nil {
 			s.otherFile(m, err)
 			return nil // perf too leaves a file it cannot read unnamed, quietly
 		}
@@ -664,13 +672,43 @@ func (s *Space) openTable(m *Module) *elfsym.Table {
 // used. A copy an archive brought was checked to be the recorded file when
 // it was archived, by build-id or else device and inode, which the copy
 // has its own of; its build-id is still checked.
-func (s *Space) recorded(m *Module) (string, elfsym.Recorded) {
-	want := elfsym.Recorded{BuildID: m.BuildID, File: m.File}
-	path := s.opts.Files.Path(m.Name)
-	if path != m.Name {
+func (s *Space) recorded(m *Module) (at func(string) foreign.Path, want elfsym.Recorded) {
+	want = elfsym.Recorded{BuildID: m.BuildID, File: m.File}
+	if s.opts.Files.Path(m.Name) != m.Name {
 		want.File = elfsym.FileID{}
 	}
-	return path, want
+	return s.where(m, want), want
+}
+
+// where returns where m's file, and the debug files looked for beside it,
+// are read: the archive's copies, or the file at its path here; but when
+// that is not the recorded file (or is not there) and the process that
+// mapped it still runs, the file at its path in that process's root, as
+// perf reads a container's files in its mount namespace. A process in a
+// container maps the files of its own root, which this side sees
+// elsewhere or not at all (TestContainerNativeFrames).
+func (s *Space) where(m *Module, want elfsym.Recorded) func(string) foreign.Path {
+	m.whereOnce.Do(func() {
+		m.at = func(name string) foreign.Path { return foreign.Plain(s.opts.Files.Path(name)) }
+		if s.opts.Files.Path(m.Name) != m.Name || isRecorded(m.at(m.Name), want) {
+			return
+		}
+		in, err := s.opts.Host.InProcess(m.pid, cmp.Or(m.seen, s.jit.Began), m.Name)
+		if err == nil && isRecorded(in, want) {
+			m.at = func(name string) foreign.Path { return foreign.Path{Name: name, Rules: in.Rules} }
+		}
+	})
+	return m.at
+}
+
+// isRecorded tells whether the ELF file at p is the one want describes.
+func isRecorded(p foreign.Path, want elfsym.Recorded) bool {
+	f, err := elfsym.OpenFile(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Is(want) == nil
 }
 
 // otherFile warns, once for m, when err says that the file at m's path is

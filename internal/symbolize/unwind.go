@@ -77,8 +77,8 @@ func (s *Space) loadUnwind(m *Module) *unwind.Table {
 	)
 	switch f := s.opts.Files; {
 	case m.Kind == ELF:
-		_, want := s.recorded(m)
-		if t, err = unwind.OpenELF(m.Name, want, f.Path); err != nil {
+		at, want := s.recorded(m)
+		if t, err = unwind.OpenELF(m.Name, want, at); err != nil {
 			s.otherFile(m, err)
 		}
 	case f != nil && f.VDSO != "":

@@ -12,6 +12,7 @@ import (
 	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/elfwrite"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/jitdump"
 )
 
@@ -68,7 +69,8 @@ func writeELF(t *testing.T, path string, sections []elfwrite.Section) {
 }
 
 // A separate debug file's .debug_frame fills what the file's .eh_frame
-// leaves out, found where perf looks for it, through root; the .eh_frame
+// leaves out, found where perf looks for it, inside the file's root (as a
+// container's are, foreign.Rules.Root); the .eh_frame
 // wins where both describe the code, and a debug file of another build is
 // not used.
 func TestDebugFile(t *testing.T) {
@@ -120,7 +122,8 @@ func TestDebugFile(t *testing.T) {
 					{SectionHeader: elf.SectionHeader{Name: ".debug_frame", Type: elf.SHT_PROGBITS, Addralign: 8}, Data: dbg},
 				})
 			}
-			tab, err := OpenELF(recorded, elfsym.Recorded{BuildID: id}, root)
+			inRoot := func(p string) foreign.Path { return foreign.Path{Name: p, Rules: foreign.Rules{Root: dir}} }
+			tab, err := OpenELF(recorded, elfsym.Recorded{BuildID: id}, inRoot)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // Priorities of CFI sections where their FDEs overlap: the file's own
@@ -23,9 +24,9 @@ const (
 // name in the file's directory, its .debug/ and /usr/lib/debug/<dir>/, then
 // /usr/lib/debug/<path>[.debug] and /usr/lib/debug/.build-id/xx/rest.debug);
 // a debug file of another build is skipped. Where sections describe the
-// same code, the file's .eh_frame wins. root maps each path (the file's and
-// the debug files') to where it is read from, such as an archive's
-// directory; nil reads them where they are. Every file is opened and read
+// same code, the file's .eh_frame wins. at maps each path (the file's and
+// the debug files') to where it is read from: an archive's copy, or the
+// path in a container's root; nil reads them where they are. Every file is opened and read
 // as elfsym opens a recording's files (elfsym.OpenFile): any user may have
 // put a FIFO, a device or a sparse file there since.
 //
@@ -34,11 +35,11 @@ const (
 // addresses: Table.AddrOf maps file offsets to them. CFI entries that
 // cannot be used are skipped and reported by Table.Err; OpenELF fails only
 // when the file cannot be read or holds no usable CFI.
-func OpenELF(path string, want elfsym.Recorded, root func(string) string) (*Table, error) {
-	if root == nil {
-		root = func(p string) string { return p }
+func OpenELF(path string, want elfsym.Recorded, at func(string) foreign.Path) (*Table, error) {
+	if at == nil {
+		at = foreign.Plain
 	}
-	f, err := elfsym.OpenFile(root(path))
+	f, err := elfsym.OpenFile(at(path))
 	if err != nil {
 		return nil, fmt.Errorf("unwind: %w", err)
 	}
@@ -46,7 +47,7 @@ func OpenELF(path string, want elfsym.Recorded, root func(string) string) (*Tabl
 	if err := f.Is(want); err != nil {
 		return nil, fmt.Errorf("unwind: %w", err)
 	}
-	return fromELF(f, path, root)
+	return fromELF(f, path, at)
 }
 
 // FromELFImage builds the table of an ELF image in memory, such as the
@@ -59,9 +60,9 @@ func FromELFImage(img []byte, name string) (*Table, error) {
 	return fromELF(f, name, nil)
 }
 
-// fromELF builds the table of f, recorded at path; root, when not nil,
+// fromELF builds the table of f, recorded at path; at, when not nil,
 // finds its separate debug files.
-func fromELF(f *elfsym.File, path string, root func(string) string) (*Table, error) {
+func fromELF(f *elfsym.File, path string, at func(string) foreign.Path) (*Table, error) {
 	arch, err := cfi.ArchOf(f.Machine)
 	if err == nil && f.Class != elf.ELFCLASS64 {
 		err = fmt.Errorf("%v %v is not supported", f.Class, f.Machine)
@@ -92,9 +93,9 @@ func fromELF(f *elfsym.File, path string, root func(string) string) (*Table, err
 	}
 	add(f, path, ".eh_frame", prioEHFrame)
 	add(f, path, ".debug_frame", prioDebugFrame)
-	if root != nil { // an image in memory has no debug file
+	if at != nil { // an image in memory has no debug file
 		for _, name := range elfsym.DebugFiles(path, f) {
-			df, err := elfsym.OpenFile(root(name))
+			df, err := elfsym.OpenFile(at(name))
 			if err != nil {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/cfi"
 	"github.com/jitprof/jitprof/internal/elfsym"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 )
@@ -292,11 +293,11 @@ func TestOpenELFImage(t *testing.T) {
 	if _, err := OpenELF(path, elfsym.Recorded{BuildID: []byte{1, 2, 3}}, nil); err == nil || !strings.Contains(err.Error(), "build-id") {
 		t.Errorf("another build-id: err = %v", err)
 	}
-	// root maps the recorded path to where the file is.
-	if _, err := OpenELF("/recorded/jitted-1-1.so", elfsym.Recorded{}, func(p string) string {
-		return filepath.Join(filepath.Dir(path), filepath.Base(p))
+	// at maps the recorded path to where the file is.
+	if _, err := OpenELF("/recorded/jitted-1-1.so", elfsym.Recorded{}, func(p string) foreign.Path {
+		return foreign.Plain(filepath.Join(filepath.Dir(path), filepath.Base(p)))
 	}); err != nil {
-		t.Errorf("through root: %v", err)
+		t.Errorf("through at: %v", err)
 	}
 }
 
