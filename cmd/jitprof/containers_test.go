@@ -194,3 +194,25 @@ func TestContainerNativeFrames(t *testing.T) {
 		t.Errorf("once the program is gone, no warning that %s is not the recorded file: %q", path, warnings)
 	}
 }
+
+// TestRecordRunningService: `record -p` of a node that another user started
+// before the recording, as a service runs, reported while it runs. The
+// recording describes a process that ran before it without a time (its
+// marker among its mappings), so it is looked up as running by the time
+// the recording began, and its dump, its user's own, is read (it was
+// refused as a gone process's file that root does not own): hot and cold
+// named, with the shares of the CPU time the script measured.
+func TestRecordRunningService(t *testing.T) {
+	fixtures.RealTier(t, "recording a running node")
+	pid, wait := fixtures.NodeAs(t, fixtures.NewAttacker(t), 6)
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if code, _, stderr := jitprofMsg(t, "record", "-q", "-p", strconv.Itoa(pid), "--duration", "2", "-o", data); code != 0 {
+		t.Fatalf("record -p %d: exit %d:\n%s", pid, code, stderr)
+	}
+	counts := jsCounts(t, data, pid)
+	var truth map[string]int64
+	if out := wait(); json.Unmarshal([]byte(out), &truth) != nil {
+		t.Fatalf("the script's truth: %q", out)
+	}
+	fixtures.CheckCPUShares(t, "jitprof report, node running", truth, counts)
+}
