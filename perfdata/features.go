@@ -27,6 +27,12 @@ func ClockDataFeature(cd ClockData) Feature {
 	return Feature{ID: FeatureClockData, Data: appendU64s(b, cd.WallNs, cd.ClockNs)}
 }
 
+// SampleTimeFeature returns the FeatureSampleTime section: when the first
+// and the last sample were taken, as SampleTime reads it.
+func SampleTimeFeature(first, last uint64) Feature {
+	return Feature{ID: FeatureSampleTime, Data: appendU64s(nil, first, last)}
+}
+
 // CmdlineFeature returns the FeatureCmdline section: the recorder's
 // command line, one string per argument.
 func CmdlineFeature(args []string) Feature {

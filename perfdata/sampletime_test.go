@@ -1,7 +1,6 @@
 package perfdata_test
 
 import (
-	"encoding/binary"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 // TestSampleTime reads HEADER_SAMPLE_TIME back, and says so when a
 // recording has none or one too short to hold both times.
 func TestSampleTime(t *testing.T) {
-	both := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 1500), 9000)
+	both := perfdata.SampleTimeFeature(1500, 9000).Data
 	for _, tc := range []struct {
 		name        string
 		features    []perfdata.Feature
@@ -47,5 +46,44 @@ func TestSampleTime(t *testing.T) {
 				t.Errorf("error %v, want one naming the file and %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestAddFeature: a section added once the data is written, as record adds
+// HEADER_SAMPLE_TIME, takes the place of one of its ID given at Create,
+// beside the others; a pipe has none to add.
+func TestAddFeature(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf.data")
+	attr := &perfdata.Attr{Type: 1, SamplePeriod: 1, SampleType: perfdata.SampleIP, IDs: []uint64{1}}
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: []perfdata.Feature{
+		perfdata.StringFeatureOf(perfdata.FeatureHostname, "h"), perfdata.SampleTimeFeature(1, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddFeature(perfdata.SampleTimeFeature(1500, 9000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := perfdata.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if first, last, ok, err := f.SampleTime(); first != 1500 || last != 9000 || !ok || err != nil {
+		t.Errorf("SampleTime = %d, %d, %v, %v; want the one added, 1500, 9000", first, last, ok, err)
+	}
+	if host, ok, err := f.StringFeature(perfdata.FeatureHostname); host != "h" || !ok || err != nil {
+		t.Errorf("host name = %q, %v, %v; want the one given at Create", host, ok, err)
+	}
+
+	pipe, err := perfdata.Create(filepath.Join(t.TempDir(), "pipe.data"), perfdata.Options{Pipe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Abort()
+	if err := pipe.AddFeature(perfdata.SampleTimeFeature(1, 2)); err == nil {
+		t.Error("a pipe took a feature section")
 	}
 }

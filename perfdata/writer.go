@@ -187,6 +187,21 @@ func (w *Writer) AddBuildID(e BuildID) error {
 	return nil
 }
 
+// AddFeature adds a feature section known only once the data is written
+// (FeatureSampleTime), in place of any of its ID given before. A pipe has
+// no feature sections.
+func (w *Writer) AddFeature(f Feature) error {
+	if w.pipe {
+		return errors.New("perfdata: a pipe has no feature sections")
+	}
+	fs, err := sortedFeatures(append(slices.DeleteFunc(slices.Clone(w.features), func(g Feature) bool { return g.ID == f.ID }), f))
+	if err != nil {
+		return err
+	}
+	w.features = fs
+	return nil
+}
+
 // Close writes the feature sections and the header and gives the file its
 // name. If writing failed, Close removes the file and returns that error.
 func (w *Writer) Close() error {

@@ -194,6 +194,10 @@ type session struct {
 	res       Result
 	round     bool // records written since the last FINISHED_ROUND
 	final     bool // the last drain, after the events are disabled
+	// firstSample and lastSample are the times of the samples written,
+	// for HEADER_SAMPLE_TIME (report --stage places stages from the
+	// first); lastSample is 0 until one is.
+	firstSample, lastSample uint64
 
 	cmd     *exec.Cmd
 	cmdDone chan struct{} // closed when the command has been waited for
@@ -297,11 +301,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return s.fail(err)
 	}
+	if s.lastSample != 0 {
+		if err := s.w.AddFeature(perfdata.SampleTimeFeature(s.firstSample, s.lastSample)); err != nil {
+			return s.fail(err)
+		}
+	}
 	if err := s.w.Close(); err != nil {
 		return s.fail(err)
 	}
 	s.w = nil
 	return &s.res, nil
+}
+
+// sampleAt notes the time of a sample written: the rings are drained one
+// after the other, so samples are written a round at a time, not in time
+// order.
+func (s *session) sampleAt(rec []byte) {
+	if len(rec) < sampleTimeOff+8 {
+		return
+	}
+	t := le.Uint64(rec[sampleTimeOff:])
+	if s.lastSample == 0 || t < s.firstSample {
+		s.firstSample = t
+	}
+	s.lastSample = max(s.lastSample, t)
 }
 
 // OptionError is an option's value refused before anything is opened or
@@ -629,6 +652,7 @@ func (s *session) writeKept(rec []byte) error {
 	switch perfdata.RecordType(le.Uint32(rec)) {
 	case perfdata.TypeSample:
 		s.res.Samples++
+		s.sampleAt(rec)
 		s.countSwitch(rec)
 		if s.res.StackSize > 0 && fullStack(rec, s.attr) {
 			s.res.FullStacks++

@@ -210,6 +210,7 @@ func checkRate(t *testing.T, res *Result, data string, hz int, cpu map[uint32]in
 	}
 	defer f.Close()
 	perTid := map[uint32]int{}
+	var first, last uint64
 	for {
 		rec, err := f.Next()
 		if err != nil {
@@ -217,7 +218,15 @@ func checkRate(t *testing.T, res *Result, data string, hz int, cpu map[uint32]in
 		}
 		if s, ok := rec.(*perfdata.Sample); ok {
 			perTid[s.Tid]++
+			if last == 0 || s.Time < first {
+				first = s.Time
+			}
+			last = max(last, s.Time)
 		}
+	}
+	// HEADER_SAMPLE_TIME, which report --stage places its stages from.
+	if gotFirst, gotLast, ok, err := f.SampleTime(); !ok || err != nil || gotFirst != first || gotLast != last {
+		t.Errorf("sample time section: %d, %d (there: %v, %v); the samples' first and last times are %d, %d", gotFirst, gotLast, ok, err, first, last)
 	}
 	samples, total := 0, time.Duration(0)
 	for tid, ns := range cpu {
