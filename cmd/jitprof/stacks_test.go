@@ -70,6 +70,53 @@ func sameStacks(a, b map[string]int) (same, total int) {
 	return same, total
 }
 
+// perfLostVDSOCallers counts the samples perf's unwinder leaves without
+// their user frames where jitprof has them: samples in the vDSO, or in a
+// system call made from it (CPython's time.process_time, whose clock the
+// vDSO leaves to the kernel), that perf gives as the kernel's frames alone
+// (from entry_SYSCALL_64_after_hwframe), or as one [unknown] frame, where
+// jitprof gives a whole user stack, from _start through the vDSO's
+// function, ending in those same kernel frames. Measured: 3 to 11 samples
+// of about 1,045 beside two busy loops (more of them are preempted on
+// their way back from the system call), none or one alone; perf script
+// gives other samples of the same stacks whole, and why it gives up on
+// these was not found.
+func perfLostVDSOCallers(perf, ours map[string]int) int {
+	excess := map[string]int{}
+	for s, n := range ours {
+		if n > perf[s] && strings.HasPrefix(s, "_start;") {
+			excess[s] = n - perf[s]
+		}
+	}
+	lost := 0
+	for p, n := range perf {
+		missing := n - ours[p]
+		var below func(string) bool // tells a stack of jitprof's that perf's p lost the user part of
+		switch {
+		case missing <= 0:
+			continue
+		case strings.HasPrefix(p, "entry_SYSCALL_64_after_hwframe;"):
+			below = func(s string) bool {
+				user, ok := strings.CutSuffix(s, ";"+p)
+				return ok && strings.HasPrefix(user[strings.LastIndexByte(user, ';')+1:], "__vdso_")
+			}
+		case p == "[unknown]":
+			below = func(s string) bool { return strings.HasPrefix(s[strings.LastIndexByte(s, ';')+1:], "__vdso_") }
+		default:
+			continue
+		}
+		for s, extra := range excess {
+			if missing > 0 && extra > 0 && below(s) {
+				took := min(missing, extra)
+				excess[s] -= took
+				missing -= took
+				lost += took
+			}
+		}
+	}
+	return lost
+}
+
 // TestDWARFStacksAgainstPerf has jitprof unwind perf's own --call-graph
 // dwarf recording of CPython 3.13 running three levels of Python calls
 // (-X perf_jit: trampolines whose UNWINDING_INFO is the only way through
@@ -94,7 +141,9 @@ func TestDWARFStacksAgainstPerf(t *testing.T) {
 	}
 	ours := foldedStacks(t, out)
 	same, total := sameStacks(perf, ours)
-	t.Logf("%d of %d samples have perf script's frames", same, total)
+	lost := perfLostVDSOCallers(perf, ours)
+	t.Logf("%d of %d samples have perf script's frames; %d more are system calls from the vDSO (or its own code) that perf left without the user frames below it, where jitprof has them from _start", same, total, lost)
+	same += lost
 	if total < 500 || float64(same) < 0.99*float64(total) {
 		t.Errorf("%d of %d samples have perf script's frames, want 99%%", same, total)
 		logDifferences(t, perf, ours)
