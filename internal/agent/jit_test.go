@@ -126,3 +126,38 @@ func TestContainer(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerNativeFrames: a native program run in a container (its own
+// mount namespace, its image an overlay over a directory where this side
+// has another program at the same path) is named in the agent's profiles
+// from its own file, read in its root while it runs, each function's share
+// of the samples its share of the CPU time by the program's own measure.
+func TestContainerNativeFrames(t *testing.T) {
+	jitprof, _ := binaries(t)
+	dir := t.TempDir()
+	pp := filepath.Join(dir, "pprof")
+	ag := start(t, dir, jitprof, "agent", "--pprof-dir", pp, "--window", "1s", "-F", "2999", "-q")
+	pid, _, stop := fixtures.NativeContainer(t)
+	// Two windows read while the program runs, then one more.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if files, _ := filepath.Glob(filepath.Join(pp, "*.pb.gz")); len(files) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent wrote no three profiles in a minute")
+		}
+	}
+	out := stop()
+	ag.interrupt(t)
+	var truth map[string]int64
+	if err := json.Unmarshal([]byte(out), &truth); err != nil {
+		t.Fatalf("the program's truth: %v: %q", err, out)
+	}
+	counts := leafCounts(t, pp, pid, func(name string) string {
+		if strings.HasPrefix(name, "inside_") || strings.HasPrefix(name, "decoy_") {
+			return name
+		}
+		return ""
+	})
+	fixtures.CheckCPUShares(t, "jitprof agent", truth, counts)
+}
