@@ -30,15 +30,7 @@ func TestSampleTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			f, err := perfdata.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			first, last, ok, err := f.SampleTime()
+			first, last, ok, err := closeAndOpen(t, w, path).SampleTime()
 			if first != tc.first || last != tc.last || ok != tc.ok {
 				t.Errorf("SampleTime = %d, %d, %v; want %d, %d, %v", first, last, ok, tc.first, tc.last, tc.ok)
 			}
@@ -63,14 +55,7 @@ func TestAddFeature(t *testing.T) {
 	if err := w.AddFeature(perfdata.SampleTimeFeature(1500, 9000)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := perfdata.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := closeAndOpen(t, w, path)
 	if first, last, ok, err := f.SampleTime(); first != 1500 || last != 9000 || !ok || err != nil {
 		t.Errorf("SampleTime = %d, %d, %v, %v; want the one added, 1500, 9000", first, last, ok, err)
 	}
@@ -86,4 +71,18 @@ func TestAddFeature(t *testing.T) {
 	if err := pipe.AddFeature(perfdata.SampleTimeFeature(1, 2)); err == nil {
 		t.Error("a pipe took a feature section")
 	}
+}
+
+// closeAndOpen closes w, writing path, and opens the file for reading.
+func closeAndOpen(t *testing.T, w *perfdata.Writer, path string) *perfdata.File {
+	t.Helper()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := perfdata.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -246,20 +246,27 @@ func TestGoneProcessOwner(t *testing.T) {
 	}
 }
 
+// sleeping starts a process of user's that runs until the test ends, and
+// returns its pid.
+func sleeping(t *testing.T, user fixtures.Attacker) uint32 {
+	t.Helper()
+	sleep := user.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	})
+	return uint32(sleep.Process.Pid)
+}
+
 // TestSharedDirLive: while the process runs, a directory searched for copies
 // that others may write holds its owner's files too, as its own /tmp does,
 // and still no one else's.
 func TestSharedDirLive(t *testing.T) {
 	bad := fixtures.NewAttacker(t)
-	sleep := bad.Command("sleep", "60")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sleep.Process.Kill()
-		sleep.Wait()
-	}()
-	pid := uint32(sleep.Process.Pid)
+	pid := sleeping(t, bad)
 	shared := bad.Dir(t)
 	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)

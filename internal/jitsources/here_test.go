@@ -43,25 +43,33 @@ func TestElsewhere(t *testing.T) {
 		{"another clock", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_REALTIME, WallNs: 1, ClockNs: 1})}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "perf.data")
-			attr := &perfdata.Attr{Type: 1, SampleType: perfdata.SampleIP | perfdata.SampleTID, IDs: []uint64{1}}
-			w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: tc.features})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			f, err := perfdata.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := withFeatures(t, tc.features)
 			if why := Elsewhere(f.Reader); (why == "") != tc.here {
 				t.Errorf("Elsewhere = %q, want here %v", why, tc.here)
 			}
 		})
 	}
+}
+
+// withFeatures returns a recording of no samples whose header holds
+// features.
+func withFeatures(t *testing.T, features []perfdata.Feature) *perfdata.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "perf.data")
+	attr := &perfdata.Attr{Type: 1, SampleType: perfdata.SampleIP | perfdata.SampleTID, IDs: []uint64{1}}
+	w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: features})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := perfdata.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // TestElsewhereLooksIntoNoProcess: for a recording of another machine or
@@ -105,20 +113,7 @@ func TestBegan(t *testing.T) {
 		{"clock data of another clock", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_REALTIME, WallNs: 1, ClockNs: 4000})}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "perf.data")
-			attr := &perfdata.Attr{Type: 1, SampleType: perfdata.SampleIP | perfdata.SampleTID, IDs: []uint64{1}}
-			w, err := perfdata.Create(path, perfdata.Options{Attrs: []*perfdata.Attr{attr}, Features: tc.features})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			f, err := perfdata.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			f := withFeatures(t, tc.features)
 			if got := Began(f.Reader); got != tc.want {
 				t.Errorf("Began = %d, want %d", got, tc.want)
 			}
@@ -134,15 +129,7 @@ func TestBegan(t *testing.T) {
 // not own.
 func TestRunningBeforeTheRecording(t *testing.T) {
 	user := fixtures.NewAttacker(t)
-	sleep := user.Command("sleep", "60")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sleep.Process.Kill()
-		sleep.Wait()
-	}()
-	pid := uint32(sleep.Process.Pid)
+	pid := sleeping(t, user)
 	path := filepath.Join(user.Dir(t), fmt.Sprintf("jit-%d.dump", pid))
 	writeDump(t, path)
 	user.Chown(t, path)
