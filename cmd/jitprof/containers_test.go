@@ -177,6 +177,13 @@ func TestContainerNativeFrames(t *testing.T) {
 		return counts, warnings
 	}
 	live, warnings := leaves()
+	// annotate reads the file at the path here, whose build-id is not
+	// the one of the file the profile was named from: it refuses, rather
+	// than show another program's code under the container's names.
+	code, _, stderr := jitprofMsg(t, "annotate", "-i", data, "inside_hot")
+	if code == 0 || !strings.Contains(stderr, path) || !strings.Contains(stderr, "not the file the recording saw") {
+		t.Errorf("annotate of the container's function: exit %d, %q; want the file at %s refused", code, stderr, path)
+	}
 	var truth map[string]int64
 	if out := stop(); json.Unmarshal([]byte(out), &truth) != nil {
 		t.Fatalf("the program's truth: %q", out)

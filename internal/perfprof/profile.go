@@ -188,8 +188,8 @@ func (a *aggregator) locations(p *contract.Profile, strs *stringTable) {
 			case key.start != 0:
 				m.Start, m.Limit, m.Offset = fr.Map.Start, fr.Map.End, fr.Map.Pgoff
 			}
-			if fr.Module.BuildID != nil {
-				m.BuildID = strs.id(hex.EncodeToString(fr.Module.BuildID))
+			if id := fr.Module.FileBuildID(); id != nil {
+				m.BuildID = strs.id(hex.EncodeToString(id))
 			}
 			p.Mappings = append(grown(p.Mappings, 1), m)
 			mappingMade = append(grown(mappingMade, 1), madeBy(ref, h))
@@ -453,8 +453,8 @@ func putMainFirst(p *contract.Profile, strs *stringTable, exe symbolize.Frame) {
 		return
 	}
 	var buildID string
-	if exe.Module.BuildID != nil {
-		buildID = hex.EncodeToString(exe.Module.BuildID)
+	if id := exe.Module.FileBuildID(); id != nil {
+		buildID = hex.EncodeToString(id)
 	}
 	file, build := strs.id(exe.Module.Name), strs.id(buildID)
 	i := slices.IndexFunc(p.Mappings, func(m contract.Mapping) bool {

@@ -92,6 +92,18 @@ type Module struct {
 	unwind     *unwind.Table // nil when the file has none, or it could not be used
 }
 
+// FileBuildID is the build-id m's file is known by: the recorded one,
+// else, once a lookup has read its symbols, that of the file read, which
+// was the one the recording saw (by its device and inode); nil when
+// neither says. A profile's mapping carries it, so that whatever reads the
+// file later (objtool) can tell another file at its path.
+func (m *Module) FileBuildID() []byte {
+	if m.BuildID == nil && m.Kind == ELF && m.table != nil {
+		return m.table.BuildID()
+	}
+	return m.BuildID
+}
+
 // Stripped tells whether m is an ELF file whose symbols, as read for
 // lookups, are only its dynamic ones (see elfsym.Table.Stripped).
 func (m *Module) Stripped() bool {
