@@ -156,6 +156,11 @@ func (s *sampleFlags) analyze(cmd *cobra.Command, specs []stages.Spec) ([]*perfp
 			return nil, err
 		}
 	}
+	if s.opts.Files == nil {
+		// The files the analysis finds in a container's root, which
+		// annotate and the web UI read the code of after it.
+		s.opts.Files = &contract.Files{}
+	}
 	results, err := perfprof.RunStages(s.opts, specs)
 	if err != nil {
 		return nil, readFailed(cmd, s.opts.Input, err)

@@ -21,8 +21,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/jitprof/jitprof/internal/foreign"
 )
 
 // The names of a profile's mappings that are not files.
@@ -103,9 +106,44 @@ func IsPerfMap(file string) bool { return perfMapName.MatchString(filepath.Base(
 // another machine: each at Root+its recorded path, the recorded kernel's
 // symbols in Kallsyms (a /proc/kallsyms) and its vDSO in VDSO; the
 // kernel's are used whatever kernel runs here. Empty fields stand for
-// copies not made; a nil *Files for none.
+// copies not made; a nil *Files for none. The analysis adds the files it
+// read elsewhere than at their path (ReadElsewhere), for what reads their
+// code after it.
 type Files struct {
 	Root, Kallsyms, VDSO string
+
+	mu        sync.Mutex
+	elsewhere map[elsewhereKey]foreign.Path
+}
+
+type elsewhereKey struct{ path, buildID string }
+
+// ReadElsewhere says that the file recorded at path, whose build-id is
+// buildID (hex), was found at p: in the root of the running process that
+// mapped it, a container's. The build-id tells it from another file at the
+// same path in another container.
+func (f *Files) ReadElsewhere(path, buildID string, p foreign.Path) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.elsewhere == nil {
+		f.elsewhere = make(map[elsewhereKey]foreign.Path)
+	}
+	f.elsewhere[elsewhereKey{path, buildID}] = p
+}
+
+// Place returns where to read the file recorded at path whose build-id is
+// buildID (hex, "" when unknown): where the analysis found it elsewhere,
+// else its copy, else the path.
+func (f *Files) Place(path, buildID string) foreign.Path {
+	if f != nil && buildID != "" {
+		f.mu.Lock()
+		p, ok := f.elsewhere[elsewhereKey{path, buildID}]
+		f.mu.Unlock()
+		if ok {
+			return p
+		}
+	}
+	return foreign.Plain(f.Path(path))
 }
 
 // Path returns where to read the file recorded at path: its copy when there

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/jitelf"
 )
 
@@ -48,7 +49,7 @@ func TestCodeBeyondTheFile(t *testing.T) {
 	if err := os.WriteFile(path, image, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ef, err := openELF(path)
+	ef, err := openELF(foreign.Plain(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestCodeBeyondTheFile(t *testing.T) {
 	if err := os.Truncate(sparse, 1<<41); err != nil {
 		t.Skipf("no sparse file here: %v", err)
 	}
-	if ef, err := openELF(sparse); err == nil {
+	if ef, err := openELF(foreign.Plain(sparse)); err == nil {
 		code, err := ef.code(text.Addr, text.Addr+1<<39)
 		ef.close()
 		t.Errorf("a sparse file claiming its code: %d bytes, error %v; want it refused", len(code), err)
@@ -103,7 +104,7 @@ func TestCompressedCode(t *testing.T) {
 	if err := os.WriteFile(path, image, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ef, err := openELF(path)
+	ef, err := openELF(foreign.Plain(path))
 	if err != nil {
 		t.Fatal(err)
 	}

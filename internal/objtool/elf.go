@@ -28,17 +28,17 @@ type elfFile struct {
 	syms *elfsym.Table
 }
 
-func openELF(path string) (*elfFile, error) {
-	syms, err := elfsym.Open(path)
+func openELF(p foreign.Path) (*elfFile, error) {
+	syms, err := elfsym.OpenRecorded(p, elfsym.Recorded{})
 	if err != nil {
 		return nil, err
 	}
-	f, err := elfsym.OpenFile(foreign.Plain(path))
+	f, err := elfsym.OpenFile(p)
 	if err != nil {
 		syms.Close()
 		return nil, err
 	}
-	return &elfFile{path: path, f: f, syms: syms}, nil
+	return &elfFile{path: p.String(), f: f, syms: syms}, nil
 }
 
 // openVDSO reads the recorded kernel's vDSO: its copy in files, else the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jitprof/jitprof/internal/disasm"
 	"github.com/jitprof/jitprof/internal/dumpindex"
+	"github.com/jitprof/jitprof/internal/foreign"
 	"github.com/jitprof/jitprof/jitdump"
 	"github.com/jitprof/jitprof/jitelf"
 )
@@ -80,7 +81,7 @@ func FuzzELFCode(f *testing.F) {
 	path := file.path
 	f.Fuzz(func(t *testing.T, image []byte, start, end, mapped uint64, intel bool) {
 		file.write(t, image)
-		ef, err := openELF(path)
+		ef, err := openELF(foreign.Plain(path))
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {
 				t.Fatalf("the error names no file: %v", err)

@@ -36,7 +36,7 @@ type Tool struct {
 	dumps    map[string]*dumpindex.Dump // by path; nil until read
 	owned    []*dumpindex.Dump          // read here: Close closes them
 	jit      map[string]*jitFile
-	elfs     map[string]*elfFile
+	elfs     map[elfKey]*elfFile
 	perfMaps map[string]*perfmap.Table
 	kernel   *elfsym.Table
 	files    *contract.Files // copies of the recording's files, or nil
@@ -79,7 +79,7 @@ func ForProfiles(files *contract.Files, ps ...*contract.Profile) *Tool {
 // newTool returns the tool for the given dumps, by path; nil ones are read
 // when first needed.
 func newTool(dumps map[string]*dumpindex.Dump) *Tool {
-	return &Tool{dumps: dumps, jit: make(map[string]*jitFile), elfs: make(map[string]*elfFile), perfMaps: make(map[string]*perfmap.Table)}
+	return &Tool{dumps: dumps, jit: make(map[string]*jitFile), elfs: make(map[elfKey]*elfFile), perfMaps: make(map[string]*perfmap.Table)}
 }
 
 // Open returns the file of a mapping. A dump's addresses are the runtime
@@ -263,26 +263,32 @@ func (t *Tool) jitFile(file string) (*jitFile, error) {
 	return jf, nil
 }
 
+// An elfKey is a mapping's file: its path and build-id, since two
+// containers can each have their own file at one path.
+type elfKey struct{ path, buildID string }
+
 // elfFile returns the ELF file of a mapping, opened once. buildID is the
-// mapping's, in hex, as the recording gave it ("" for none): a file at the
-// path with another is not the one the recording saw (replaced since, or
-// another file where a process in its own mount namespace had one of its
-// own), and its code is not shown for it.
+// mapping's, in hex ("" for none): a file with another is not the one the
+// recording saw (replaced since, or another file where a process in its
+// own mount namespace had one of its own), and its code is not shown for
+// it. A file the analysis found in a container's root is read there
+// (contract.Files.Place).
 func (t *Tool) elfFile(file, buildID string) (*elfFile, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ef := t.elfs[file]
+	key := elfKey{file, buildID}
+	ef := t.elfs[key]
 	if ef == nil {
 		var err error
 		if file == contract.VDSOFile {
 			ef, err = openVDSO(t.files)
 		} else {
-			ef, err = openELF(t.files.Path(file))
+			ef, err = openELF(t.files.Place(file, buildID))
 		}
 		if err != nil {
 			return nil, err
 		}
-		t.elfs[file] = ef
+		t.elfs[key] = ef
 	}
 	if buildID == "" || file == contract.VDSOFile {
 		return ef, nil

@@ -22,15 +22,16 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/jitprof/jitprof/internal/contract"
 	"iter"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/jitprof/jitprof/internal/contract"
 	"github.com/jitprof/jitprof/internal/dumpindex"
 	"github.com/jitprof/jitprof/internal/elfsym"
 	"github.com/jitprof/jitprof/internal/foreign"
@@ -702,25 +703,38 @@ func (s *Space) recorded(m *Module) (at func(string) foreign.Path, want elfsym.R
 func (s *Space) where(m *Module, want elfsym.Recorded) func(string) foreign.Path {
 	m.whereOnce.Do(func() {
 		m.at = func(name string) foreign.Path { return foreign.Plain(s.opts.Files.Path(name)) }
-		if s.opts.Files.Path(m.Name) != m.Name || isRecorded(m.at(m.Name), want) {
+		if s.opts.Files.Path(m.Name) != m.Name {
+			return
+		}
+		if _, ok := isRecorded(m.at(m.Name), want); ok {
 			return
 		}
 		in, err := s.opts.Host.InProcess(m.pid, cmp.Or(m.seen, s.jit.Began), m.Name)
-		if err == nil && isRecorded(in, want) {
+		if err != nil {
+			return
+		}
+		if id, ok := isRecorded(in, want); ok {
 			m.at = func(name string) foreign.Path { return foreign.Path{Name: name, Rules: in.Rules} }
+			// objtool, reading its code for annotate, finds it there by
+			// its build-id; a file without one it could not tell from
+			// the file at the path here, and reads none.
+			if s.opts.Files != nil && id != nil {
+				s.opts.Files.ReadElsewhere(m.Name, hex.EncodeToString(id), in)
+			}
 		}
 	})
 	return m.at
 }
 
-// isRecorded tells whether the ELF file at p is the one want describes.
-func isRecorded(p foreign.Path, want elfsym.Recorded) bool {
+// isRecorded tells whether the ELF file at p is the one want describes,
+// and its build-id.
+func isRecorded(p foreign.Path, want elfsym.Recorded) ([]byte, bool) {
 	f, err := elfsym.OpenFile(p)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	defer f.Close()
-	return f.Is(want) == nil
+	return f.BuildID(), f.Is(want) == nil
 }
 
 // otherFile warns, once for m, when err says that the file at m's path is
