@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -162,21 +163,42 @@ func TestContainerNativeFrames(t *testing.T) {
 	if code, _, stderr := jitprofMsg(t, "record", "-q", "-p", strconv.Itoa(pid), "--duration", "2", "-o", data); code != 0 {
 		t.Fatalf("record -p %d: exit %d:\n%s", pid, code, stderr)
 	}
+	// The build-id of the program's own file, as readelf reads it through
+	// the kernel's link to what the process runs.
+	note, err := exec.Command(fixtures.LookPath(t, "readelf"), "-n", fmt.Sprintf("/proc/%d/exe", pid)).Output()
+	_, after, found := strings.Cut(string(note), "Build ID: ")
+	if err != nil || !found {
+		t.Fatalf("readelf -n of the program: %v\n%s", err, note)
+	}
+	buildID := strings.Fields(after)[0]
+	var mapped []string // the build-ids of the profile's mappings of path
 	leaves := func() (map[string]int, []string) {
 		var warnings []string
 		res, err := perfprof.Run(perfprof.Options{Input: data, Options: symbolize.Options{Warn: func(err error) { warnings = append(warnings, err.Error()) }}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		p := res.Profile.PProf()
 		counts := map[string]int{}
-		for name, n := range fixtures.LeafCounts(res.Profile.PProf()) {
+		for name, n := range fixtures.LeafCounts(p) {
 			if strings.HasPrefix(name, "inside_") || strings.HasPrefix(name, "decoy_") {
 				counts[name] = n
+			}
+		}
+		mapped = nil
+		for _, m := range p.Mapping {
+			if m.File == path {
+				mapped = append(mapped, m.BuildID)
 			}
 		}
 		return counts, warnings
 	}
 	live, warnings := leaves()
+	// The profile's mapping carries the build-id of the file it was named
+	// from, which the recording did not give.
+	if len(mapped) == 0 || slices.ContainsFunc(mapped, func(id string) bool { return id != buildID }) {
+		t.Errorf("the mappings of %s have build-ids %q, want the program's %s", path, mapped, buildID)
+	}
 	// annotate shows the container's code, from the file the profile was
 	// named from: its loop up to 3,000,000 (0x2dc6c0), where the decoy
 	// has other code.
