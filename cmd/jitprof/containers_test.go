@@ -200,10 +200,10 @@ func TestContainerNativeFrames(t *testing.T) {
 		t.Errorf("the mappings of %s have build-ids %q, want the program's %s", path, mapped, buildID)
 	}
 	// annotate shows the container's code, from the file the profile was
-	// named from: its loop up to 3,000,000 (0x2dc6c0), where the decoy
-	// has other code.
+	// named from: its loop up to 3,000,000 (0x2dc6c0), where the decoy's
+	// goes up to 7,777,777 (0x76adf1).
 	code, stdout, stderr := jitprofMsg(t, "annotate", "-i", data, "inside_hot")
-	if code != 0 || !strings.Contains(stdout, "$0x2dc6") {
+	if code != 0 || !strings.Contains(stdout, "$0x2dc6c0") || strings.Contains(stdout, "0x76adf1") {
 		t.Errorf("annotate of the container's function: exit %d, %q\n%s", code, stderr, stdout)
 	}
 	var truth map[string]int64

@@ -1,6 +1,6 @@
 /* jitprof's container workload: a native program run from a file of its own
  * mount namespace, at a path where the host has another file (built with
- * -DDECOY: the same code under other names) or none. It prints "ready",
+ * -DDECOY: other names, another loop bound) or none. It prints "ready",
  * then runs inside_hot three times as long as inside_cold, over and over,
  * until SIGTERM, and prints the CPU time each ran by its own measure, as
  * JSON: the truth a profile of it is checked against. */
@@ -11,6 +11,9 @@
 #ifdef DECOY
 #define inside_hot decoy_one
 #define inside_cold decoy_two
+#define HOT_ROUNDS 7777777 /* 0x76adf1: the decoy's code differs too */
+#else
+#define HOT_ROUNDS 3000000 /* 0x2dc6c0 */
 #endif
 
 static volatile sig_atomic_t stop;
@@ -29,7 +32,7 @@ static long long cpu_ns(void) {
 static volatile unsigned long sink;
 
 __attribute__((noinline)) void inside_hot(void) {
-	for (unsigned long i = 0; i < 3000000; i++)
+	for (unsigned long i = 0; i < HOT_ROUNDS; i++)
 		sink += i;
 }
 
