@@ -51,14 +51,18 @@ func Elsewhere(r *perfdata.Reader) string {
 // without a time was running: the records perf and jitprof record make of
 // the processes that ran before the recording began have none. It is the
 // first sample's time, else when the recording's clock data was taken (at
-// its start, on CLOCK_MONOTONIC, the clock a live process's start is
-// compared on); 0 when the recording says neither.
+// its start), for a recording whose clock data says its clock is
+// CLOCK_MONOTONIC, the clock a live process's start is compared on; 0 for
+// any other. Without clock data a recording's boot is unknown (Elsewhere
+// cannot tell it from this one), and a first sample days into an earlier
+// boot would pass every process started since this one.
 func Began(r *perfdata.Reader) uint64 {
+	cd, ok, err := r.ClockData()
+	if !ok || err != nil || cd.ClockID != unix.CLOCK_MONOTONIC {
+		return 0
+	}
 	if first, _, ok, err := r.SampleTime(); ok && err == nil {
 		return first
 	}
-	if cd, ok, err := r.ClockData(); ok && err == nil && cd.ClockID == unix.CLOCK_MONOTONIC {
-		return cd.ClockNs
-	}
-	return 0
+	return cd.ClockNs
 }

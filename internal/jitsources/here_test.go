@@ -99,7 +99,9 @@ func TestElsewhereLooksIntoNoProcess(t *testing.T) {
 }
 
 // TestBegan: the time a recording's untimed records stand for is its first
-// sample's, else its clock data's on CLOCK_MONOTONIC, else unknown.
+// sample's, else its clock data's, for a recording on CLOCK_MONOTONIC by its
+// clock data; else unknown, even with a first sample's time, since without
+// clock data the recording may be of another boot.
 func TestBegan(t *testing.T) {
 	sampleTime := perfdata.Feature{ID: perfdata.FeatureSampleTime, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, 5000), 9000)}
 	for _, tc := range []struct {
@@ -108,6 +110,8 @@ func TestBegan(t *testing.T) {
 		want     uint64
 	}{
 		{"says nothing", nil, 0},
+		{"sample time without clock data", []perfdata.Feature{sampleTime}, 0},
+		{"sample time on another clock", []perfdata.Feature{sampleTime, perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_REALTIME, WallNs: 1, ClockNs: 4000})}, 0},
 		{"sample time", []perfdata.Feature{sampleTime, perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNs: 1, ClockNs: 4000})}, 5000},
 		{"clock data", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNs: 1, ClockNs: 4000})}, 4000},
 		{"clock data of another clock", []perfdata.Feature{perfdata.ClockDataFeature(perfdata.ClockData{ClockID: unix.CLOCK_REALTIME, WallNs: 1, ClockNs: 4000})}, 0},
