@@ -113,22 +113,34 @@ type Files struct {
 	Root, Kallsyms, VDSO string
 
 	mu        sync.Mutex
-	elsewhere map[elsewhereKey]foreign.Path
+	elsewhere map[elsewhereKey]elsewhere
 }
 
 type elsewhereKey struct{ path, buildID string }
 
+type elsewhere struct {
+	at        foreign.Path
+	ambiguous bool // found in two roots: a build-id can be forged
+}
+
 // ReadElsewhere says that the file recorded at path, whose build-id is
 // buildID (hex), was found at p: in the root of the running process that
 // mapped it, a container's. The build-id tells it from another file at the
-// same path in another container.
+// same path in another container; found in the roots of two, it is read in
+// neither, since either container can have made its file's build-id the
+// other's.
 func (f *Files) ReadElsewhere(path, buildID string, p foreign.Path) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.elsewhere == nil {
-		f.elsewhere = make(map[elsewhereKey]foreign.Path)
+		f.elsewhere = make(map[elsewhereKey]elsewhere)
 	}
-	f.elsewhere[elsewhereKey{path, buildID}] = p
+	key := elsewhereKey{path, buildID}
+	if e, ok := f.elsewhere[key]; ok && e.at.Rules.Root != p.Rules.Root {
+		f.elsewhere[key] = elsewhere{ambiguous: true}
+		return
+	}
+	f.elsewhere[key] = elsewhere{at: p}
 }
 
 // Place returns where to read the file recorded at path whose build-id is
@@ -137,10 +149,10 @@ func (f *Files) ReadElsewhere(path, buildID string, p foreign.Path) {
 func (f *Files) Place(path, buildID string) foreign.Path {
 	if f != nil && buildID != "" {
 		f.mu.Lock()
-		p, ok := f.elsewhere[elsewhereKey{path, buildID}]
+		e, ok := f.elsewhere[elsewhereKey{path, buildID}]
 		f.mu.Unlock()
-		if ok {
-			return p
+		if ok && !e.ambiguous {
+			return e.at
 		}
 	}
 	return foreign.Plain(f.Path(path))

@@ -170,6 +170,27 @@ func (h Host) InProcess(pid uint32, seen uint64, name string) (foreign.Path, err
 	return foreign.Path{Name: name, Rules: r}, nil
 }
 
+// MountNamespace is the mount namespace of the recorded process pid, seen
+// at time seen, while it runs here in one other than jitprof's own (a
+// container's), as /proc names it (mnt:[4026532291]); "" for a process
+// that shares jitprof's, that runs no more, or that may not be looked at.
+// The files such a process maps are its root's, which this side sees
+// elsewhere or not at all.
+func (h Host) MountNamespace(pid uint32, seen uint64) string {
+	if _, err := h.process(pid, seen); err != nil {
+		return ""
+	}
+	fs := cmp.Or(h.Proc, procfs.Host)
+	theirs, err := os.Readlink(fs.Path(pid, "ns", "mnt"))
+	if err != nil {
+		return ""
+	}
+	if ours, err := os.Readlink(filepath.Join(string(fs), "self", "ns", "mnt")); err != nil || ours == theirs {
+		return ""
+	}
+	return theirs
+}
+
 const maxPerfMap = perfmap.MaxFileSize
 
 // PickPerfMap chooses, among paths (as PerfMapPaths gives them, in order),

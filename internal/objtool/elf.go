@@ -34,6 +34,14 @@ func openELF(p foreign.Path) (*elfFile, error) {
 		return nil, err
 	}
 	f, err := elfsym.OpenFile(p)
+	if err == nil {
+		if id := f.BuildID(); !bytes.Equal(id, syms.BuildID()) {
+			// Replaced between the two opens: the code would not be
+			// the file whose build-id the caller checks.
+			f.Close()
+			err = fmt.Errorf("%s: replaced while it was read: build-id %x, then %x: %w", p, syms.BuildID(), id, elfsym.ErrOtherFile)
+		}
+	}
 	if err != nil {
 		syms.Close()
 		return nil, err

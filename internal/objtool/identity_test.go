@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -50,8 +51,8 @@ func TestOtherBuildID(t *testing.T) {
 			buildID string
 			shown   bool
 		}{{recorded, true}, {"", true}, {other, false}} {
-			tool := form.tool(&profile.Profile{})
 			m := &profile.Mapping{File: bin, Start: 0, Limit: ^uint64(0), BuildID: tc.buildID}
+			tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{m}})
 			fn, ok, err := funcAt(tool, m, main.Start)
 			switch {
 			case tc.shown && (!ok || err != nil || fn.Name != "main"):
@@ -59,10 +60,26 @@ func TestOtherBuildID(t *testing.T) {
 			case !tc.shown && !errors.Is(err, elfsym.ErrOtherFile):
 				t.Errorf("%s, build-id %q (the file's is %s): FuncIn = %+v, %v, %v; want ErrOtherFile", form.name, tc.buildID, recorded, fn, ok, err)
 			}
-			if _, err := tool.Open(bin, 0, ^uint64(0), 0, tc.buildID); (err == nil) != tc.shown {
+			// pprof's driver names the mapping by its file and placement,
+			// and a kernel relocation symbol, not a build-id; Disasm by
+			// its file alone.
+			if _, err := tool.Open(bin, 0, ^uint64(0), 0, ""); (err == nil) != tc.shown {
 				t.Errorf("%s, build-id %q: Open = %v", form.name, tc.buildID, err)
+			}
+			if _, err := tool.Disasm(bin, main.Start, main.End-1, false); (err == nil) != tc.shown {
+				t.Errorf("%s, build-id %q: Disasm = %v", form.name, tc.buildID, err)
 			}
 			tool.Close()
 		}
+		// Two files at one path (two containers'), told apart by their
+		// build-ids: the driver's Disasm, which names the path alone,
+		// cannot say which, and shows neither.
+		tool := form.tool(&profile.Profile{Mapping: []*profile.Mapping{
+			{ID: 1, File: bin, Start: 0x1000, Limit: 0x2000, BuildID: recorded},
+			{ID: 2, File: bin, Start: 0x3000, Limit: 0x4000, BuildID: other}}})
+		if _, err := tool.Disasm(bin, main.Start, main.End-1, false); err == nil || !strings.Contains(err.Error(), other) {
+			t.Errorf("%s, two build-ids at %s: Disasm = %v, want an error naming both", form.name, bin, err)
+		}
+		tool.Close()
 	}
 }

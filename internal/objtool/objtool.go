@@ -40,6 +40,17 @@ type Tool struct {
 	perfMaps map[string]*perfmap.Table
 	kernel   *elfsym.Table
 	files    *contract.Files // copies of the recording's files, or nil
+	// buildIDs are, for pprof's driver (New), the build-ids of the
+	// profiles' mappings of each file, and of each mapping: the driver
+	// names a file by its path and placement alone.
+	buildIDs   map[string][]string
+	mappingIDs map[driverMapping]string
+}
+
+// driverMapping is a mapping as pprof's driver names it to Open.
+type driverMapping struct {
+	file                 string
+	start, limit, offset uint64
 }
 
 // New returns the tool for the mappings of profiles perfprof made: those
@@ -47,51 +58,64 @@ type Tool struct {
 // their File. files, when not nil, holds copies of the recording's files
 // (contract.Files), read before the files themselves.
 func New(files *contract.Files, ps ...*profile.Profile) *Tool {
-	dumps := make(map[string]*dumpindex.Dump)
+	t := newTool(files)
 	for _, p := range ps {
 		for _, m := range p.Mapping {
-			if m.BuildID == contract.JITBuildID {
-				dumps[m.File] = nil
-			}
+			t.add(m.File, m.BuildID, m.Start, m.Limit, m.Offset)
 		}
 	}
-	t := newTool(dumps)
-	t.files = files
 	return t
+}
+
+// add notes a mapping of the profiles: a dump's, to read when first
+// needed, or an ELF file's, whose build-id the driver does not give.
+func (t *Tool) add(file, buildID string, start, limit, offset uint64) {
+	if buildID == contract.JITBuildID {
+		t.dumps[file] = nil
+		return
+	}
+	t.mappingIDs[driverMapping{file, start, limit, offset}] = buildID
+	if !slices.Contains(t.buildIDs[file], buildID) {
+		t.buildIDs[file] = append(t.buildIDs[file], buildID)
+	}
 }
 
 // ForProfiles is New for profiles in columns, as perfprof hands them over
 // (New serves pprof's web UI, which reads pprof's objects).
 func ForProfiles(files *contract.Files, ps ...*contract.Profile) *Tool {
-	dumps := make(map[string]*dumpindex.Dump)
+	t := newTool(files)
 	for _, p := range ps {
 		for i := range p.Mappings {
-			if m := &p.Mappings[i]; p.MappingKind(m) == contract.JIT {
-				dumps[p.String(m.File)] = nil
-			}
+			m := &p.Mappings[i]
+			t.add(p.String(m.File), p.String(m.BuildID), m.Start, m.Limit, m.Offset)
 		}
 	}
-	t := newTool(dumps)
-	t.files = files
 	return t
 }
 
-// newTool returns the tool for the given dumps, by path; nil ones are read
-// when first needed.
-func newTool(dumps map[string]*dumpindex.Dump) *Tool {
-	return &Tool{dumps: dumps, jit: make(map[string]*jitFile), elfs: make(map[elfKey]*elfFile), perfMaps: make(map[string]*perfmap.Table)}
+func newTool(files *contract.Files) *Tool {
+	return &Tool{dumps: make(map[string]*dumpindex.Dump), jit: make(map[string]*jitFile), elfs: make(map[elfKey]*elfFile),
+		perfMaps: make(map[string]*perfmap.Table), files: files, buildIDs: make(map[string][]string), mappingIDs: make(map[driverMapping]string)}
 }
 
-// Open returns the file of a mapping. A dump's addresses are the runtime
-// addresses of its code, so it is the same file wherever it is mapped. An
-// ELF file is read with the mapping's placement (start, limit, offset).
-func (t *Tool) Open(file string, start, limit, offset uint64, buildID string) (driver.ObjFile, error) {
+// Open returns the file of a mapping, for pprof's driver, whose last
+// argument is a kernel relocation symbol, not a build-id: the mapping's
+// build-id is the profile's. A dump's addresses are the runtime addresses
+// of its code, so it is the same file wherever it is mapped. An ELF file is
+// read with the mapping's placement (start, limit, offset).
+func (t *Tool) Open(file string, start, limit, offset uint64, _ string) (driver.ObjFile, error) {
 	jf, err := t.jitFile(file)
 	if err != nil {
 		return nil, err
 	}
 	if jf != nil {
 		return jf, nil
+	}
+	buildID, ok := t.mappingIDs[driverMapping{file, start, limit, offset}]
+	if !ok {
+		if buildID, err = t.buildIDOf(file); err != nil {
+			return nil, err
+		}
 	}
 	ef, err := t.elfFile(file, buildID)
 	if err != nil {
@@ -114,13 +138,32 @@ func (t *Tool) Disasm(file string, start, end uint64, intelSyntax bool) ([]drive
 	if jf != nil {
 		return jf.disasm(start, end, syntax)
 	}
-	// pprof's driver gives no build-id here: the file was checked
-	// against its mapping's when Open or FuncIn opened it.
-	ef, err := t.elfFile(file, "")
+	// pprof's driver names the file alone here: its build-id is that of
+	// the profiles' mappings of it.
+	buildID, err := t.buildIDOf(file)
+	if err != nil {
+		return nil, err
+	}
+	ef, err := t.elfFile(file, buildID)
 	if err != nil {
 		return nil, err
 	}
 	return ef.disasm(start, end, syntax)
+}
+
+// buildIDOf returns the build-id of the profiles' mappings of file, for
+// the driver, which names a file by its path: "" for none known; an error
+// when they give it two (two containers' files at one path), which the
+// path cannot tell apart.
+func (t *Tool) buildIDOf(file string) (string, error) {
+	switch ids := t.buildIDs[file]; len(ids) {
+	case 0:
+		return "", nil
+	case 1:
+		return ids[0], nil
+	default:
+		return "", fmt.Errorf("%s: the profile maps %d files of that path (build-ids %q): which one the disassembly is of cannot be told", file, len(ids), ids)
+	}
 }
 
 // Func is a function of a mapping, at the mapping's runtime addresses.

@@ -29,7 +29,7 @@ func TestObjToolNodeDump(t *testing.T) {
 		t.Fatal("node wrote no function with source lines inside its code")
 	}
 	fn := fns[0]
-	tool := newTool(map[string]*dumpindex.Dump{path: d})
+	tool := withDump(path, d)
 	defer tool.Close()
 	f, err := tool.Open(path, 0, ^uint64(0), 0, "")
 	if err != nil {
@@ -165,7 +165,7 @@ func TestObjToolReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	tool := newTool(map[string]*dumpindex.Dump{path: d})
+	tool := withDump(path, d)
 	f, err := tool.Open(path, 0x1000, 0x3001, 0, "")
 	if err != nil {
 		t.Fatal(err)
@@ -365,4 +365,11 @@ func TestObjToolELFBase(t *testing.T) {
 		return
 	}
 	t.Fatalf("no executable mapping of %s in\n%s", exe, maps)
+}
+
+// withDump returns a tool for the dump d, read already, at path.
+func withDump(path string, d *dumpindex.Dump) *Tool {
+	t := newTool(nil)
+	t.dumps[path] = d
+	return t
 }

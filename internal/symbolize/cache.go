@@ -73,6 +73,7 @@ type tableKey struct {
 	recorded elfsym.FileID
 	running  bool        // for the kernel and vDSO: the running kernel's
 	file     fileVersion // for an ELF file
+	ns       string      // Module.ns: whose root the file is read in
 }
 
 // tableEntry is what is known of a file: its symbols and its call frame
@@ -150,12 +151,16 @@ func (c *TableCache) unwindTable(s *Space, m *Module) *unwind.Table {
 // cached returns the table of m's entry that slot picks, reading it with
 // read on first use; nil when m's file is gone.
 func cached[T any](c *TableCache, s *Space, m *Module, slot func(*tableEntry) *lazy[T], read func(*Module) *T) *T {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entry(s, m)
-	if e == nil {
+	// Where the file is, and which version, is found before the lock:
+	// opening it, in a container's root too, is file work that would
+	// stall every other lookup.
+	key, ok := keyOf(s, m)
+	if !ok {
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(key, m)
 	l := slot(e)
 	if !l.read {
 		l.v, l.read = read(m), true
@@ -163,17 +168,22 @@ func cached[T any](c *TableCache, s *Space, m *Module, slot func(*tableEntry) *l
 	return l.v
 }
 
-// entry returns m's entry, made on first use and marked used; nil when
-// m's file is gone. c.mu is held.
-func (c *TableCache) entry(s *Space, m *Module) *tableEntry {
-	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), recorded: m.File, running: s.sameKernel}
+// keyOf returns the key of m's entry; false when m's file is gone.
+func keyOf(s *Space, m *Module) (tableKey, bool) {
+	key := tableKey{kind: m.Kind, name: m.Name, buildID: string(m.BuildID), recorded: m.File, running: s.sameKernel, ns: m.ns}
 	if m.Kind == ELF {
 		var err error
 		at, _ := s.recorded(m)
 		if key.file, err = versionOf(at(m.Name)); err != nil {
-			return nil
+			return key, false
 		}
 	}
+	return key, true
+}
+
+// entry returns the entry of key, m's, made on first use and marked used.
+// c.mu is held.
+func (c *TableCache) entry(key tableKey, m *Module) *tableEntry {
 	e := c.entries[key]
 	if e != nil && m.Kind == Kernel && time.Since(e.loaded) > KernelMaxAge {
 		e.close()

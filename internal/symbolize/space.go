@@ -73,9 +73,13 @@ type Module struct {
 	// one to be read (elfsym.File.Is).
 	File elfsym.FileID
 
-	// pid mapped the file first, at time seen (0 for a process that ran
-	// before the recording began): a process in a container maps the
-	// files of its own root, where they are read while it runs.
+	// ns is, for an ELF file mapped by a running process in a mount
+	// namespace of its own (a container), that namespace
+	// (jitsources.Host.MountNamespace): the file is its root's, read
+	// there while pid, which mapped it first at time seen, runs; each
+	// namespace's file is a module of its own, so that no container's
+	// root (its file or its debug files) names another's samples.
+	ns        string
 	pid       uint32
 	seen      uint64
 	whereOnce sync.Once
@@ -196,6 +200,7 @@ type moduleKey struct {
 	name    string
 	buildID string
 	file    elfsym.FileID
+	ns      string // Module.ns
 }
 
 type process struct {
@@ -240,6 +245,8 @@ type builder struct {
 	idOf    map[string][]byte // build-ids of the recording's build-id table
 	modules map[moduleKey]*Module
 	events  []event
+	began   uint64            // jitsources.Began
+	ns      map[uint32]string // each pid's mount namespace, as Module.ns
 }
 
 // Build reads the records of r (from where it is to the end) and returns
@@ -261,6 +268,10 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	b.add(b.vdso)
 	b.add(b.anon)
 	b.sameKernel = recordedOnThisKernel(r)
+	b.began, b.ns = jitsources.Began(r), make(map[uint32]string)
+	// Perf maps and the files of containers are looked for, in live
+	// processes, under the same rule as dumps (Recording.RecordedElsewhere).
+	b.opts.Host.Elsewhere = cmp.Or(opts.Host.Elsewhere, jitsources.Elsewhere(r))
 	buildIDs, err := r.BuildIDs()
 	if err != nil {
 		return nil, err
@@ -278,9 +289,6 @@ func Build(r *perfdata.Reader, opts Options) (*Space, error) {
 	}
 	b.jit.Cache = opts.Dumps
 	b.jit.Host = opts.Host
-	// Perf maps are looked for, in live processes, under the same rule
-	// as dumps.
-	b.opts.Host.Elsewhere = cmp.Or(opts.Host.Elsewhere, b.jit.RecordedElsewhere)
 	b.jit.Load(opts.DumpDirs, opts.Warn)
 	slices.SortStableFunc(b.events, func(x, y event) int {
 		if c := cmp.Compare(x.time, y.time); c != 0 {
@@ -347,10 +355,16 @@ func (b *builder) mapping(offset int64, mi jitsources.MappingInfo) {
 		if buildID == nil {
 			file = elfsym.FileID{Major: mi.Maj, Minor: mi.Min, Ino: mi.Ino}
 		}
-		key := moduleKey{mi.Filename, string(buildID), file}
+		seen := cmp.Or(mi.Trailer.Time, b.began)
+		ns, ok := b.ns[mi.Pid]
+		if !ok {
+			ns = b.opts.Host.MountNamespace(mi.Pid, seen)
+			b.ns[mi.Pid] = ns
+		}
+		key := moduleKey{mi.Filename, string(buildID), file, ns}
 		if m = b.modules[key]; m == nil {
 			key.name = strings.Clone(mi.Filename) // outlives the recording's mapping
-			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID), File: file, pid: mi.Pid, seen: mi.Trailer.Time}
+			m = &Module{Name: key.name, Kind: ELF, BuildID: bytes.Clone(buildID), File: file, ns: ns, pid: mi.Pid, seen: seen}
 			b.modules[key] = m
 			b.add(m)
 		}
@@ -706,10 +720,10 @@ func (s *Space) where(m *Module, want elfsym.Recorded) func(string) foreign.Path
 		if s.opts.Files.Path(m.Name) != m.Name {
 			return
 		}
-		if _, ok := isRecorded(m.at(m.Name), want); ok {
+		if _, ok := isRecorded(m.at(m.Name), want); ok || m.ns == "" {
 			return
 		}
-		in, err := s.opts.Host.InProcess(m.pid, cmp.Or(m.seen, s.jit.Began), m.Name)
+		in, err := s.opts.Host.InProcess(m.pid, m.seen, m.Name)
 		if err != nil {
 			return
 		}
