@@ -181,11 +181,11 @@ func (h Host) MountNamespace(pid uint32, seen uint64) string {
 		return ""
 	}
 	fs := cmp.Or(h.Proc, procfs.Host)
-	theirs, err := os.Readlink(fs.Path(pid, "ns", "mnt"))
+	theirs, err := fs.MountNamespace(pid)
 	if err != nil {
 		return ""
 	}
-	if ours, err := os.Readlink(filepath.Join(string(fs), "self", "ns", "mnt")); err != nil || ours == theirs {
+	if ours, err := fs.OwnMountNamespace(); err != nil || ours == theirs {
 		return ""
 	}
 	return theirs

@@ -255,7 +255,7 @@ func newWatcher(dir string, roots []int, o Options) *Watcher {
 			w.roots[uint32(r)] = true
 		}
 	}
-	w.ownMnt, _ = os.Readlink(string(procfs.Host) + "/self/ns/mnt")
+	w.ownMnt, _ = procfs.Host.OwnMountNamespace()
 	return w
 }
 
@@ -469,7 +469,7 @@ func (w *Watcher) isPicked(p *watchedProc, depth int) bool {
 // pick marks p recorded, reading its mount namespace.
 func (w *Watcher) pick(p *watchedProc) {
 	p.picked = true
-	p.mnt, _ = os.Readlink(w.procs.Path(p.pid, "ns", "mnt"))
+	p.mnt, _ = w.procs.MountNamespace(p.pid)
 	p.foreign = p.mnt != w.ownMnt
 }
 

@@ -31,28 +31,12 @@ func TestCodeBeyondTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := f.Section(".text")
-	index := -1
-	for i, s := range f.Sections {
-		if s == text {
-			index = i
-		}
-	}
 	f.Close()
-	if text == nil || index < 0 {
+	if text == nil {
 		t.Fatal("the test binary has no .text")
 	}
-	// Elf64_Ehdr.e_shoff at 0x28, e_shentsize at 0x3a; Elf64_Shdr.sh_size at 0x20.
-	shoff := binary.LittleEndian.Uint64(image[0x28:])
-	shentsize := binary.LittleEndian.Uint16(image[0x3a:])
-	binary.LittleEndian.PutUint64(image[shoff+uint64(index)*uint64(shentsize)+0x20:], 1<<40)
-	path := filepath.Join(t.TempDir(), "claims")
-	if err := os.WriteFile(path, image, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ef, err := openELF(foreign.Plain(path))
-	if err != nil {
-		t.Fatal(err)
-	}
+	const shSize = 0x20 // Elf64_Shdr.sh_size
+	path, ef := withTextHeader(t, image, "claims", shSize, 1<<40)
 	defer ef.close()
 	if code, err := ef.code(text.Addr, text.Addr+1<<39); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("code past the file's end: %d bytes, error %v; want an error naming the file", len(code), err)
@@ -96,11 +80,31 @@ func TestCompressedCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := f.Section(".text")
-	index := slices.Index(f.Sections, text)
-	// Elf64_Ehdr.e_shoff at 0x28, e_shentsize at 0x3a; Elf64_Shdr.sh_flags at 0x8.
+	const shFlags = 0x8 // Elf64_Shdr.sh_flags
+	path, ef := withTextHeader(t, image, "compressed", shFlags, uint64(text.Flags|elf.SHF_COMPRESSED))
+	defer ef.close()
+	if code, err := ef.code(text.Addr, text.Addr+16); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("code of a compressed section: %d bytes, error %v; want an error naming the file", len(code), err)
+	}
+}
+
+// withTextHeader writes image, an ELF file, as name in a fresh directory
+// with the 8-byte field at off in its .text section's header set to v, and
+// opens it as objtool opens a mapping's file.
+func withTextHeader(t *testing.T, image []byte, name string, off, v uint64) (string, *elfFile) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := slices.Index(f.Sections, f.Section(".text"))
+	if index < 0 {
+		t.Fatalf("%s has no .text", name)
+	}
+	// Elf64_Ehdr.e_shoff at 0x28, e_shentsize at 0x3a.
 	hdr := binary.LittleEndian.Uint64(image[0x28:]) + uint64(index)*uint64(binary.LittleEndian.Uint16(image[0x3a:]))
-	binary.LittleEndian.PutUint64(image[hdr+0x8:], uint64(text.Flags|elf.SHF_COMPRESSED))
-	path := filepath.Join(t.TempDir(), "compressed")
+	binary.LittleEndian.PutUint64(image[hdr+off:], v)
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, image, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +112,5 @@ func TestCompressedCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ef.close()
-	if code, err := ef.code(text.Addr, text.Addr+16); err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("code of a compressed section: %d bytes, error %v; want an error naming the file", len(code), err)
-	}
+	return path, ef
 }

@@ -125,19 +125,7 @@ func recordingBytes(tb testing.TB, attrs []*perfdata.Attr, features []perfdata.F
 // The ELF file's functions, of fnSize bytes, are at elfCode in it.
 func fuzzSeedFiles(tb testing.TB) (dump, perfMap, elf []byte, elfCode, ts uint64) {
 	var err error
-	framed := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
-		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
-		Instructions: jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(dwRBP, 2).AdvanceLoc(3).DefCFARegister(dwRBP)}
-	frameless := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
-		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
-		Instructions: jitdump.CFAProgram{}.AdvanceLoc(4).DefCFAOffset(40)}
-	unwinding := func(fi jitdump.FrameInfo) *jitdump.UnwindingInfo {
-		u, err := fi.UnwindingInfo(fnSize)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return u
-	}
+	unwinding := func(fi jitdump.FrameInfo) *jitdump.UnwindingInfo { return unwindingOf(tb, fi) }
 
 	elf, lay, err := jitelf.Append(nil, jitelf.Options{}, []jitelf.Function{
 		{Name: "elf_0", Code: make([]byte, fnSize), Unwind: unwinding(framed)},

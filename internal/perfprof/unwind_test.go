@@ -131,26 +131,34 @@ func layStack(fr []frame, elfCode uint64, mem []byte) (ip, sp, bp uint64) {
 	return fr[0].pc(elfCode, true), stackBase, outer
 }
 
+// The CFI of the test's functions of fnSize bytes: framed sets up a frame
+// pointer (push rbp; mov rbp,rsp), frameless only moves the stack pointer
+// (sub rsp,32).
+var (
+	framed = jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
+		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
+		Instructions: jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(dwRBP, 2).AdvanceLoc(3).DefCFARegister(dwRBP)}
+	frameless = jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
+		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
+		Instructions: jitdump.CFAProgram{}.AdvanceLoc(4).DefCFAOffset(40)}
+)
+
+// unwindingOf is fi as the UNWINDING_INFO of a function of fnSize bytes.
+func unwindingOf(tb testing.TB, fi jitdump.FrameInfo) *jitdump.UnwindingInfo {
+	tb.Helper()
+	u, err := fi.UnwindingInfo(fnSize)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
 // writeDWARFRecording writes, in dir, the ELF file (nfn functions), the
 // dump (nfn jitted functions) and perf.data with samples, sample s of
 // depth(s) frames, and returns perf.data's path.
 func writeDWARFRecording(t testing.TB, dir string, samples, nfn int, depth func(s int) int) string {
 	t.Helper()
-	// push rbp; mov rbp,rsp
-	framed := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
-		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
-		Instructions: jitdump.CFAProgram{}.AdvanceLoc(1).DefCFAOffset(16).Offset(dwRBP, 2).AdvanceLoc(3).DefCFARegister(dwRBP)}
-	// sub rsp,32
-	frameless := jitdump.FrameInfo{CodeAlign: 1, DataAlign: -8, ReturnAddress: dwRA,
-		Initial:      jitdump.CFAProgram{}.DefCFA(dwRSP, 8).Offset(dwRA, 1),
-		Instructions: jitdump.CFAProgram{}.AdvanceLoc(4).DefCFAOffset(40)}
-	unwinding := func(fi jitdump.FrameInfo) *jitdump.UnwindingInfo {
-		u, err := fi.UnwindingInfo(fnSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
+	unwinding := func(fi jitdump.FrameInfo) *jitdump.UnwindingInfo { return unwindingOf(t, fi) }
 
 	fns := make([]jitelf.Function, nfn)
 	for i := range fns {

@@ -104,12 +104,18 @@ func (p FS) Started(pid uint32) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return monotonic(ticks), nil
+}
+
+// monotonic is a start in /proc's clock ticks since boot in
+// CLOCK_MONOTONIC nanoseconds.
+func monotonic(ticks uint64) uint64 {
 	// The start is in CLOCK_BOOTTIME, which also counts time suspended.
 	var boot, mono unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
 	suspended := uint64(max(0, boot.Nano()-mono.Nano()))
-	return max(ticks*(1e9/clockTicks), suspended) - suspended, nil
+	return max(ticks*(1e9/clockTicks), suspended) - suspended
 }
 
 // startTicks returns when process pid started, in /proc's clock ticks
@@ -165,19 +171,33 @@ func (p FS) stat(pid uint32, fields ...int) ([]uint64, error) {
 // to have started: a clock tick, rounded up.
 const tickSlack = 2e9 / clockTicks
 
+// MountNamespace names the mount namespace of process pid, as its
+// /proc/PID/ns/mnt link does (mnt:[4026531841]): two processes see the same
+// files at the same paths when their names are the same.
+func (p FS) MountNamespace(pid uint32) (string, error) {
+	return os.Readlink(p.Path(pid, "ns", "mnt"))
+}
+
+// OwnMountNamespace is MountNamespace of the process reading p: jitprof's.
+func (p FS) OwnMountNamespace() (string, error) {
+	return os.Readlink(filepath.Join(string(p), "self", "ns", "mnt"))
+}
+
 // Process returns the live process pid if it is the one a recording saw at
 // time seen (CLOCK_MONOTONIC): it must have started by then. Otherwise the
 // pid was reused, or the process is gone, and nothing of it may be read:
 // another process's root is not the recorded one's.
 func (p FS) Process(pid uint32, seen uint64) (Process, error) {
-	start, err := p.Started(pid)
+	// The start checked is the one the Process keeps (Rules.Same): read
+	// twice, a pid reused between the reads would pass as the first.
+	ticks, err := p.startTicks(pid)
 	if err != nil {
 		return Process{}, err
 	}
-	if start > seen+tickSlack {
+	if start := monotonic(ticks); start > seen+tickSlack {
 		return Process{}, fmt.Errorf("pid %d is a process started after the recording saw it (%.3f s > %.3f s): its pid was reused", pid, float64(start)/1e9, float64(seen)/1e9)
 	}
-	return p.Live(pid)
+	return p.live(pid, ticks)
 }
 
 // Live returns process pid as it is now, for a caller that watches live
@@ -187,6 +207,11 @@ func (p FS) Live(pid uint32) (Process, error) {
 	if err != nil {
 		return Process{}, err
 	}
+	return p.live(pid, ticks)
+}
+
+// live is process pid, which started at ticks.
+func (p FS) live(pid uint32, ticks uint64) (Process, error) {
 	st, err := p.Status(pid)
 	if err != nil {
 		return Process{}, err

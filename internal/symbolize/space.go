@@ -717,10 +717,12 @@ func (s *Space) recorded(m *Module) (at func(string) foreign.Path, want elfsym.R
 func (s *Space) where(m *Module, want elfsym.Recorded) func(string) foreign.Path {
 	m.whereOnce.Do(func() {
 		m.at = func(name string) foreign.Path { return foreign.Plain(s.opts.Files.Path(name)) }
-		if s.opts.Files.Path(m.Name) != m.Name {
+		// Only a container's file has another place to be read; the file
+		// here is opened once, by its reader, unless it is one.
+		if m.ns == "" || s.opts.Files.Path(m.Name) != m.Name {
 			return
 		}
-		if _, ok := isRecorded(m.at(m.Name), want); ok || m.ns == "" {
+		if _, ok := isRecorded(m.at(m.Name), want); ok {
 			return
 		}
 		in, err := s.opts.Host.InProcess(m.pid, m.seen, m.Name)
