@@ -26,7 +26,10 @@ import (
 // address is the line pprof -lines gives it (the innermost of its
 // location's lines in jitprof's profile) and its samples are the
 // profile's; an inlined function's rows are marked in its holder's code,
-// and their lines are inside the function's source.
+// and their lines are inside the function's source. node runs with
+// --always-sparkplug, as in dumpindex's TestV8InlineShares: the inlined
+// functions' own baseline code, which bounds them, is otherwise in the dump
+// only by chance.
 func TestNodeReportNames(t *testing.T) {
 	workload := fixtures.Workload(t, "inlined.js")
 	node := fixtures.LookPath(t, "node")
@@ -34,7 +37,7 @@ func TestNodeReportNames(t *testing.T) {
 	t.Chdir(dir) // node writes its dump in the working directory
 	data := filepath.Join(dir, "perf.data")
 	fixtures.Perf(t, "record", "-q", "-k", "mono", "--no-bpf-event", "-F", "4000", "-g", "-o", data, "--",
-		node, "--perf-prof", workload, "leaves", "2")
+		node, "--always-sparkplug", "--perf-prof", workload, "leaves", "2")
 	res, err := perfprof.Run(perfprof.Options{Input: data})
 	if err != nil {
 		t.Fatal(err)
