@@ -375,18 +375,32 @@ func TestLateAnonymousMappingEarlierInFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	markerAt := int64(-1)
-	var late [][]byte // the runtime's anonymous mappings after its marker
-	lateAt := map[int64]bool{}
+	// The runtime's anonymous mappings made after its marker, wherever
+	// they are in the file: about one run in ten, perf wrote them before
+	// it already.
+	markerAt, markerTime := int64(-1), uint64(0)
+	type anon struct {
+		time uint64
+		at   int64
+		raw  []byte
+	}
+	var anons []anon
 	for raw, err := in.NextRaw(); err == nil; raw, err = in.NextRaw() {
 		m, ok := in.Decode(raw).(*perfdata.Mmap2)
 		switch {
 		case !ok || m.Pid != uint32(rec.Pid):
 		case strings.HasSuffix(m.Filename, fmt.Sprintf("jit-%d.dump", rec.Pid)):
-			markerAt = raw.Offset
-		case markerAt >= 0 && m.Filename == "//anon":
-			late = append(late, bytes.Clone(raw.Bytes))
-			lateAt[raw.Offset] = true
+			markerAt, markerTime = raw.Offset, m.Trailer.Time
+		case m.Filename == "//anon":
+			anons = append(anons, anon{m.Trailer.Time, raw.Offset, bytes.Clone(raw.Bytes)})
+		}
+	}
+	var late [][]byte
+	lateAt := map[int64]bool{}
+	for _, a := range anons {
+		if markerAt >= 0 && a.time > markerTime {
+			late = append(late, a.raw)
+			lateAt[a.at] = true
 		}
 	}
 	if markerAt < 0 || len(late) == 0 {
