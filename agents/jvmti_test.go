@@ -333,7 +333,7 @@ func TestJVMTIProfile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var total, jitted, own, ownLines int64
+			var total, jitted, own, hidden, ownLines int64
 			demangledOwn := strings.ReplaceAll(strings.Trim(tt.p.own, "L;"), "/", ".")
 			for _, s := range res.Profile.PProf().Sample {
 				n := s.Value[0]
@@ -347,6 +347,14 @@ func TestJVMTIProfile(t *testing.T) {
 					continue
 				}
 				own += n
+				if strings.Contains(fn.Name, "$$Lambda") {
+					// A lambda's hidden class, compiled on its own: the
+					// JVM generates it with no line table, so it has no
+					// line to give (with both cores busy, up to a tenth of the
+					// samples, in the warm-up before C2 inlines it).
+					hidden += n
+					continue
+				}
 				// The line of the innermost frame with a source file: a
 				// method inlined without a line table (a lambda's hidden
 				// class) has neither, and its caller's line is the code's.
@@ -356,12 +364,12 @@ func TestJVMTIProfile(t *testing.T) {
 				}
 			}
 			jitted = int64(res.Jitted)
-			t.Logf("%d samples, %d in jitted code, %d on the program's own methods, %d of those with a source line", total, jitted, own, ownLines)
+			t.Logf("%d samples, %d in jitted code, %d on the program's own methods, %d of those in lambdas' hidden classes, %d of the others with a source line", total, jitted, own, hidden, ownLines)
 			if own < jitted/2 || own < 200 {
 				t.Errorf("only %d of %d jitted samples on the program's own methods", own, jitted)
 			}
-			if ownLines < own*95/100 {
-				t.Errorf("only %d of the %d samples on own methods have a source line", ownLines, own)
+			if ownLines < (own-hidden)*95/100 {
+				t.Errorf("only %d of the %d samples on own methods outside lambdas' hidden classes have a source line", ownLines, own-hidden)
 			}
 		})
 	}
