@@ -532,7 +532,10 @@ func TestSoak(t *testing.T) {
 		}
 	}()
 
-	cmd := nodeBusy(t, 150)
+	// 150 ms of CPU time each, not of the clock: with no core to spare a
+	// fifth of the programs spent their 150 ms starting up, sampled but
+	// never in hotA or hotB.
+	cmd := append(nodeBusy(t, 150), "cpu")
 	pids := make(map[int64]bool)
 	var running []*exec.Cmd
 	every := span / time.Duration(n)
