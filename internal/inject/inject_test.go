@@ -398,7 +398,7 @@ func TestLateAnonymousMappingEarlierInFile(t *testing.T) {
 	var late [][]byte
 	lateAt := map[int64]bool{}
 	for _, a := range anons {
-		if markerAt >= 0 && a.time > markerTime {
+		if a.time > markerTime {
 			late = append(late, a.raw)
 			lateAt[a.at] = true
 		}
